@@ -1,0 +1,3 @@
+"""brokerbench: benchmarks of message brokers as Airflow pipelines."""
+
+__version__ = "0.1.0"

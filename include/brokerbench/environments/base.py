@@ -1,0 +1,141 @@
+"""The interface every environment (``local``, ``aws``) implements.
+
+A DAG run talks to its environment only through :class:`Environment`, one call
+per Airflow task. Tasks of one run may execute in different processes (or on
+different Airflow workers), so an environment keeps no state in memory between
+calls: everything it needs later lives in the run's *state directory* (local
+environment) or is found again by tag (aws environment).
+
+All return values are JSON-serialisable dicts, because they travel through
+XCom and into the run's provenance files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class EnvironmentError_(RuntimeError):
+    """A failure of the environment, with the host (or broker) it concerns."""
+
+    def __init__(self, message: str, host: str | None = None):
+        self.host = host
+        super().__init__(f"{host}: {message}" if host else message)
+
+
+@dataclass
+class CommandResult:
+    host: str
+    command: str
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class Host(ABC):
+    """A machine commands run on: this machine (local) or an EC2 instance over SSH."""
+
+    name: str
+    role: str  # "broker", "client", "metadata"
+
+    @abstractmethod
+    def run(self, command: str, timeout: float = 60.0) -> CommandResult:
+        """Run a shell command; never raises for a non-zero exit (see ``.ok``)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "role": self.role}
+
+
+class LocalHost(Host):
+    """This machine. Used by the local environment for every role."""
+
+    def __init__(self, name: str = "localhost", role: str = "all"):
+        self.name = name
+        self.role = role
+
+    def run(self, command: str, timeout: float = 60.0) -> CommandResult:
+        try:
+            p = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=timeout)
+            return CommandResult(self.name, command, p.returncode, p.stdout, p.stderr)
+        except subprocess.TimeoutExpired as e:
+            return CommandResult(self.name, command, 124, e.stdout or "" if isinstance(e.stdout, str) else "",
+                                 f"timed out after {timeout:.0f} s")
+
+
+@dataclass
+class BrokerEndpoint:
+    """Where a deployed broker listens, and what exactly is running there."""
+
+    broker: str  # "kafka" | "pulsar" | "rabbitmq"
+    implementation: str  # "tansu", "apache-kafka", "pulsar-lite", "apache-pulsar", "rabbitmq"
+    version: str
+    bootstrap_servers: str | None = None  # kafka: "127.0.0.1:9092,..."
+    service_url: str | None = None  # pulsar: "pulsar://127.0.0.1:6650"
+    http_url: str | None = None  # pulsar admin, when there is one
+    amqp_uris: list[str] = field(default_factory=list)  # rabbitmq, one per node
+    nodes: int = 1
+    # What durability the running broker gives, in plain words:
+    # {"variant": "fsync-on", "honoured": True/False, "note": "...", "settings": {...}}
+    durability: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BrokerEndpoint":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+class Environment(ABC):
+    """One benchmark run's machines and brokers.
+
+    ``run_key`` identifies the DAG run (``<dag_id>/<run_id>``); ``settings`` are
+    the environment's section of the suite plus params (paths, instance types).
+    """
+
+    name: str
+
+    def __init__(self, run_key: str, settings: dict[str, Any] | None = None):
+        self.run_key = run_key
+        self.settings = settings or {}
+
+    @abstractmethod
+    def provision(self) -> dict[str, Any]:
+        """Create (or find again, when retried) the run's hosts. Returns the fleet."""
+
+    @abstractmethod
+    def setup_hosts(self) -> dict[str, Any]:
+        """tuned profile, time sync, disks. Returns per-host records of what was
+        applied and, where something could not be, why (never raises for that)."""
+
+    @abstractmethod
+    def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
+               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+        """Start ``broker`` configured for ``variant`` (restarting it if it runs
+        with other settings). ``broker_settings`` are the variant's broker-side
+        settings; ``driver_overrides`` the client-side ones, given so the
+        environment can say whether the implementation honours them."""
+
+    @abstractmethod
+    def undeploy(self, broker: str) -> None:
+        """Stop ``broker``. Idempotent."""
+
+    @abstractmethod
+    def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],
+                    timeout_s: float) -> list[dict[str, Any]]:
+        """Run one worker process per job (``brokerbench-worker run --job``) on
+        the client hosts, concurrently, and bring their result files to
+        ``out_paths``. Returns per-worker {"worker", "returncode", "path", "error"}.
+        Worker output lines are progress: relay them to the task log."""
+
+    @abstractmethod
+    def teardown(self) -> dict[str, Any]:
+        """Stop everything the run started. Idempotent; must work after any failure."""
