@@ -1,0 +1,130 @@
+"""Turns every suite file (include/suites/*.yaml) into one Airflow DAG.
+
+Shape of a DAG (task groups per stage)::
+
+    setup:     validate -> provision (setup task) -> host_setup
+    benchmark: <broker>__<variant> groups, one after the other:
+               deploy -> prepare_topics -> warmup -> measure -> undeploy
+    analysis:  aggregate (Spark) -> report
+    teardown   (teardown task of provision: runs whatever failed)
+
+The groups are built from the suite's brokers x variants; params of a manual
+trigger may narrow them, and the groups not chosen skip themselves. A failed
+measurement does not stop the next broker (``undeploy`` runs on all_done),
+and aggregation runs on whatever was measured. Parsing imports only the spec
+layer and Airflow: no broker client, no Spark.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from airflow.sdk import DAG, Param, TaskGroup, TriggerRule, chain
+
+from brokerbench.operators import (
+    AggregateResultsOperator,
+    DeployBrokerOperator,
+    HostSetupOperator,
+    PrepareTopicsOperator,
+    ProvisionOperator,
+    ReportOperator,
+    RunPhaseOperator,
+    TeardownOperator,
+    UndeployBrokerOperator,
+    ValidatePlanOperator,
+)
+from brokerbench.pipeline import default_results_root
+
+DEFAULT_ARGS = {
+    "owner": "brokerbench",
+    "retries": 1,
+    "retry_delay": dt.timedelta(seconds=15),
+}
+
+
+def params_for(suite) -> dict[str, Param]:
+    """Manual-trigger params, validated by JSON schema before a run is created."""
+    from brokerbench.spec import list_variants, list_workloads
+
+    brokers = sorted(suite.brokers)
+    return {
+        "brokers": Param(brokers, type="array", items={"type": "string", "enum": brokers},
+                         minItems=1, uniqueItems=True, description="Brokers to benchmark"),
+        "workloads": Param(list(suite.workloads), type="array",
+                           items={"type": "string", "enum": list_workloads()}, minItems=1, uniqueItems=True,
+                           description="Workload files (include/workloads/<name>.yaml)"),
+        "variants": Param(list(suite.variants), type="array",
+                          items={"type": "string", "enum": sorted(set(suite.variants))},
+                          minItems=1, uniqueItems=True, description="Durability variants"),
+        "test_duration_minutes": Param(None, type=["null", "number"], exclusiveMinimum=0,
+                                       description="Measured phase length (min); empty = suite/workload value"),
+        "warmup_duration_minutes": Param(None, type=["null", "number"], minimum=0,
+                                         description="Warm-up length (min); empty = suite/workload value"),
+        "rate_override_msg_s": Param(None, type=["null", "integer"], minimum=0,
+                                     description="Replace every workload's producerRate (msg/s)"),
+        "environment": Param(suite.environment, type="string", enum=["local", "aws"],
+                             description="Where the brokers run"),
+        "results_root": Param(default_results_root(), type="string", minLength=1,
+                              description="Results directory (or s3://bucket/prefix)"),
+    }
+
+
+def build_dag(suite_name: str) -> DAG:
+    from brokerbench.spec import load_suite
+
+    suite = load_suite(suite_name)
+    dag_id = f"brokerbench_{suite.name}".replace("-", "_")
+    with DAG(
+        dag_id=dag_id,
+        description=suite.description or f"brokerbench suite {suite.name}",
+        schedule=suite.schedule,
+        start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+        catchup=False,
+        max_active_runs=1,  # runs share machines: never two at once
+        default_args=DEFAULT_ARGS,
+        params=params_for(suite),
+        tags=["brokerbench", *suite.tags],
+        doc_md=__doc__,
+    ) as dag:
+        kw = {"suite": suite.name}
+        with TaskGroup("setup") as setup:
+            validate = ValidatePlanOperator(task_id="validate", retries=0, **kw)
+            provision = ProvisionOperator(task_id="provision", **kw)
+            host_setup = HostSetupOperator(task_id="host_setup", **kw)
+            validate >> provision >> host_setup
+
+        previous = host_setup
+        with TaskGroup("benchmark"):
+            for broker in sorted(suite.brokers):
+                for variant in suite.variants:
+                    with TaskGroup(f"{broker}__{variant}".replace("-", "_")):
+                        bv = {"broker": broker, "variant": variant, **kw}
+                        deploy = DeployBrokerOperator(task_id="deploy", **bv)
+                        prepare = PrepareTopicsOperator(task_id="prepare_topics", **bv)
+                        warmup = RunPhaseOperator(task_id="warmup", phase="warmup", **bv)
+                        measure = RunPhaseOperator(task_id="measure", phase="measure", **bv)
+                        undeploy = UndeployBrokerOperator(task_id="undeploy", broker=broker,
+                                                          trigger_rule=TriggerRule.ALL_DONE, **kw)
+                        chain(previous, deploy, prepare, warmup, measure, undeploy)
+                        previous = undeploy
+
+        with TaskGroup("analysis"):
+            aggregate = AggregateResultsOperator(task_id="aggregate", trigger_rule=TriggerRule.ALL_DONE, **kw)
+            report = ReportOperator(task_id="report", **kw)
+            previous >> aggregate >> report
+
+        teardown = TeardownOperator(task_id="teardown", retries=2, **kw)
+        report >> teardown.as_teardown(setups=provision)
+    return dag
+
+
+def build_all_dags() -> dict[str, DAG]:
+    """One DAG per suite file; a broken suite file is reported, not hidden."""
+    from brokerbench.spec import list_suites
+
+    dags = {}
+    for name in list_suites():
+        dag = build_dag(name)
+        dags[dag.dag_id] = dag
+    return dags

@@ -1,0 +1,169 @@
+"""Airflow operators of a benchmark DAG: thin wrappers around brokerbench.pipeline.
+
+Each operator builds a :class:`~brokerbench.pipeline.RunContext` from the task
+context (dag id, run id, params) and calls one pipeline function. Heavy
+imports happen inside ``execute`` so that parsing DAG files stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from brokerbench import pipeline
+
+#: The Spark connection brokerbench uses. Defined by the project (Makefile,
+#: Dockerfile); its absence is an error, never a silent fallback to yarn.
+SPARK_CONN_ID = "brokerbench_spark"
+
+
+def run_context(suite: str, context: Any) -> pipeline.RunContext:
+    return pipeline.RunContext(
+        dag_id=context["dag"].dag_id, run_id=context["run_id"], suite=suite,
+        params=dict(context["params"] or {}))
+
+
+class BrokerbenchStepOperator(BaseOperator):
+    """Base: runs one pipeline step for the run; subclasses implement ``step``."""
+
+    ui_color = "#e8f1fb"
+    template_fields = ()
+
+    def __init__(self, *, suite: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def step(self, ctx: pipeline.RunContext) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def execute(self, context: Any) -> Any:
+        ctx = run_context(self.suite, context)
+        try:
+            return self.step(ctx)
+        except pipeline.NotSelected as e:
+            raise AirflowSkipException(str(e)) from e
+
+
+class ValidatePlanOperator(BrokerbenchStepOperator):
+    """Validates suite, workloads, drivers, variants and params; writes plan.json.
+
+    Fails without retry on bad input: retrying cannot fix a wrong file.
+    """
+
+    def step(self, ctx):
+        from brokerbench.spec import SpecError
+
+        try:
+            return pipeline.validate(ctx)
+        except SpecError as e:
+            raise AirflowFailException(str(e)) from e
+
+
+class ProvisionOperator(BrokerbenchStepOperator):
+    ui_color = "#d5f5e3"
+
+    def step(self, ctx):
+        return pipeline.provision(ctx)
+
+
+class HostSetupOperator(BrokerbenchStepOperator):
+    """tuned-adm profile, time sync and clock offset, disk baseline: recorded per host."""
+
+    def step(self, ctx):
+        return pipeline.setup_hosts(ctx)
+
+
+class _BrokerVariantOperator(BrokerbenchStepOperator):
+    def __init__(self, *, broker: str, variant: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.broker = broker
+        self.variant = variant
+
+
+class DeployBrokerOperator(_BrokerVariantOperator):
+    """Starts the broker configured for the durability variant (restarting it if needed)."""
+
+    ui_color = "#fdebd0"
+
+    def step(self, ctx):
+        return pipeline.deploy(ctx, self.broker, self.variant)
+
+
+class PrepareTopicsOperator(_BrokerVariantOperator):
+    def step(self, ctx):
+        return pipeline.prepare_topics(ctx, self.broker, self.variant)
+
+
+class RunPhaseOperator(_BrokerVariantOperator):
+    """Runs the workers for one phase (``warmup`` or ``measure``) of every workload."""
+
+    ui_color = "#fadbd8"
+
+    def __init__(self, *, phase: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        if phase not in ("warmup", "measure"):
+            raise ValueError(f"phase must be warmup or measure, not {phase!r}")
+        self.phase = phase
+
+    def step(self, ctx):
+        return pipeline.run_phase(ctx, self.broker, self.variant, self.phase)
+
+
+class UndeployBrokerOperator(BrokerbenchStepOperator):
+    def __init__(self, *, broker: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.broker = broker
+
+    def step(self, ctx):
+        pipeline.undeploy(ctx, self.broker)
+
+
+class AggregateResultsOperator(SparkSubmitOperator):
+    """spark_jobs/aggregate.py on the run's results, via the project's Spark connection."""
+
+    ui_color = "#ebdef0"
+
+    def __init__(self, *, suite: str, **kwargs: Any):
+        kwargs.setdefault("application", str(pipeline.PROJECT_ROOT / "spark_jobs" / "aggregate.py"))
+        kwargs.setdefault("conn_id", SPARK_CONN_ID)
+        kwargs.setdefault("name", "brokerbench-aggregate")
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def execute(self, context: Any) -> Any:
+        ctx = run_context(self.suite, context)
+        try:
+            BaseHook.get_connection(self.conn_id)
+        except Exception as e:
+            raise AirflowFailException(
+                f"Spark connection {self.conn_id!r} is not defined; brokerbench does not fall back to "
+                f"Spark's default (yarn). Define it, e.g. "
+                f"AIRFLOW_CONN_{self.conn_id.upper()}='{{\"conn_type\":\"spark\",\"host\":\"local[*]\"}}'") from e
+        if not pipeline.has_measurements(ctx):
+            raise AirflowFailException(f"no measured results under {ctx.run_dir / 'raw'}: nothing to aggregate")
+        self.application_args = ["--run-dir", str(ctx.run_dir)]
+        self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+                         **(self.env_vars or {})}
+        return super().execute(context)
+
+
+class ReportOperator(BrokerbenchStepOperator):
+    """Writes report.html (table, charts, provenance) and logs a text summary."""
+
+    ui_color = "#d6eaf8"
+
+    def step(self, ctx):
+        return pipeline.report(ctx)
+
+
+class TeardownOperator(BrokerbenchStepOperator):
+    """Stops and releases everything the run started. Runs even when tasks failed."""
+
+    ui_color = "#f2f3f4"
+
+    def step(self, ctx):
+        return pipeline.teardown(ctx)

@@ -1,0 +1,284 @@
+"""What each task of a benchmark DAG does, without Airflow.
+
+Every function takes a :class:`RunContext` and works from files in the run's
+results directory (``plan.json``, ``provenance/``) and the environment's
+state directory, never from memory: tasks of one run may execute in separate
+processes, and any task can be retried on its own. The Airflow operators in
+:mod:`brokerbench.operators` are thin wrappers around these functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("brokerbench")
+
+#: Repository root (include/brokerbench/pipeline.py -> parents[2]).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_results_root() -> str:
+    return os.environ.get("BROKERBENCH_RESULTS", str(PROJECT_ROOT / "results"))
+
+
+def safe_name(s: str) -> str:
+    """A path segment any filesystem, S3 and Hadoop accept (no ':' or '+')."""
+    return re.sub(r"[^A-Za-z0-9._=-]", "_", s)
+
+
+class NotSelected(Exception):
+    """This task's broker x variant is not part of the run (params chose others)."""
+
+
+@dataclass
+class RunContext:
+    dag_id: str
+    run_id: str
+    suite: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def results_root(self) -> str:
+        return self.params.get("results_root") or default_results_root()
+
+    @property
+    def run_key(self) -> str:
+        return f"{safe_name(self.dag_id)}/{safe_name(self.run_id)}"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.results_root) / "runs" / self.run_key
+
+    @property
+    def plan_path(self) -> Path:
+        return self.run_dir / "plan.json"
+
+    def plan(self):
+        from brokerbench.spec import Plan
+
+        if not self.plan_path.exists():
+            raise FileNotFoundError(f"{self.plan_path} is missing: the validate task has not run for this run")
+        return Plan.from_json(self.plan_path.read_text())
+
+    def environment_name(self) -> str:
+        if self.plan_path.exists():
+            return self.plan().environment
+        if self.params.get("environment"):
+            return self.params["environment"]
+        from brokerbench.spec import load_suite
+
+        return load_suite(self.suite).environment
+
+    def environment(self):
+        name = self.environment_name()
+        if name == "local":
+            from brokerbench.environments.local import LocalEnvironment
+
+            return LocalEnvironment(self.run_key, self._env_settings())
+        raise NotImplementedError(f"environment {name!r} is not available in this version of brokerbench")
+
+    def _env_settings(self) -> dict[str, Any]:
+        if self.plan_path.exists():
+            return dict(getattr(self.plan(), "environment_settings", {}) or {})
+        return {}
+
+    def write_json(self, relpath: str, data: Any) -> Path:
+        path = self.run_dir / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+        tmp.replace(path)
+        return path
+
+    def read_json(self, relpath: str) -> Any:
+        return json.loads((self.run_dir / relpath).read_text())
+
+
+# -- setup ------------------------------------------------------------------
+
+def validate(ctx: RunContext) -> dict[str, Any]:
+    """Load the suite, apply params, validate every file: write plan.json."""
+    from brokerbench.spec import build_plan, load_suite
+
+    plan = build_plan(load_suite(ctx.suite), ctx.params)
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    ctx.plan_path.write_text(plan.to_json())
+    combos = sorted({(i.broker, i.variant) for i in plan.items})
+    log.info("plan: %d measurements (%s) on %s, results in %s", len(plan.items),
+             ", ".join(f"{b}/{v}" for b, v in combos), plan.environment, ctx.run_dir)
+    return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment}
+
+
+def provision(ctx: RunContext) -> dict[str, Any]:
+    fleet = ctx.environment().provision()
+    ctx.write_json("provenance/fleet.json", fleet)
+    return fleet
+
+
+def setup_hosts(ctx: RunContext) -> dict[str, Any]:
+    record = ctx.environment().setup_hosts()
+    ctx.write_json("provenance/hosts.json", record)
+    for h in record.get("hosts", []):
+        log.info("host %s: tuned %s, clock offset %s ms", h.get("name"),
+                 "applied" if h.get("tuned", {}).get("applied") else
+                 f"not applied ({h.get('tuned', {}).get('reason')})",
+                 h.get("time_sync", {}).get("clock_offset_ms"))
+    return record
+
+
+# -- per broker x variant ---------------------------------------------------
+
+def _items(ctx: RunContext, broker: str, variant: str):
+    items = [i for i in ctx.plan().items if i.broker == broker and i.variant == variant]
+    if not items:
+        raise NotSelected(f"{broker} / {variant} is not selected for this run")
+    return items
+
+
+def _provenance_path(broker: str, variant: str) -> str:
+    return f"provenance/{broker}__{variant}.json"
+
+
+def deploy(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
+    items = _items(ctx, broker, variant)
+    first = items[0]
+    endpoint = ctx.environment().deploy(broker, first.broker_settings, variant, first.driver_overrides)
+    record = {**endpoint.to_dict(), "variant_description": first.variant_description,
+              "drivers": {i.driver.name: i.driver.to_omb_dict() for i in items}}
+    ctx.write_json(_provenance_path(broker, variant), record)
+    d = endpoint.durability or {}
+    log.info("%s deployed: %s %s; durability %s: %s", broker, endpoint.implementation, endpoint.version,
+             variant, "honoured" if d.get("honoured") else f"NOT honoured: {d.get('note')}")
+    return endpoint.to_dict()
+
+
+def _endpoint(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
+    from brokerbench.environments.base import BrokerEndpoint
+
+    d = ctx.read_json(_provenance_path(broker, variant))
+    return BrokerEndpoint.from_dict(d).to_dict()
+
+
+def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
+    """Topic and subscription names, unique per run (OMB uses random names)."""
+    tag = hashlib.sha1(ctx.run_key.encode()).hexdigest()[:8]
+    base = safe_name(f"bb-{tag}-{item.workload.id}-{item.variant}")
+    topics = [f"{base}-{t}" for t in range(item.workload.topics)]
+    subs = [f"sub-{s}" for s in range(item.workload.subscriptions_per_topic)]
+    return topics, subs
+
+
+def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, interval_s: float,
+         worker: str) -> dict[str, Any]:
+    topics, subs = _names(ctx, item)
+    w = item.workload
+    return {
+        "worker": worker, "phase": phase, "workload_id": w.id, "broker": item.broker,
+        "variant": item.variant, "workload": w.to_omb_dict(), "driver": item.driver.to_omb_dict(),
+        "endpoint": endpoint, "topics": topics, "subscriptions": subs,
+        "duration_s": duration_s, "interval_s": interval_s, "rate_msg_s": w.producer_rate,
+        "producers_per_topic": w.producers_per_topic,
+        "consumers_per_subscription": w.consumer_per_subscription,
+        "consumers_in_subscription": w.consumer_per_subscription,
+    }
+
+
+def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
+    from brokerbench.worker.runner import prepare_job
+
+    endpoint = _endpoint(ctx, broker, variant)
+    created = []
+    for item in _items(ctx, broker, variant):
+        job = _job(ctx, item, endpoint, "prepare", 0, 1, "prepare")
+        prepare_job(job)
+        created += job["topics"]
+        log.info("%s: created %s with %d partitions and subscriptions %s", broker, ", ".join(job["topics"]),
+                 item.workload.partitions_per_topic, ", ".join(job["subscriptions"]))
+    return created
+
+
+def result_path(ctx: RunContext, item, phase: str, worker: str) -> Path:
+    return (ctx.run_dir / "raw" / safe_name(item.workload.id) / safe_name(item.driver.name)
+            / safe_name(item.variant) / phase / f"{safe_name(worker)}.jsonl")
+
+
+def completed_ok(path: Path) -> bool:
+    """True when a result file ends with an ``end`` record of status ok."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            last = f.read().decode(errors="replace").strip().splitlines()[-1]
+        rec = json.loads(last)
+        return rec.get("record") == "end" and rec.get("status") == "ok"
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[dict[str, Any]]:
+    """Run the warm-up or the measured phase of every workload of broker x variant.
+
+    A retried task skips workloads whose result is already complete. A
+    failing workload does not stop the others; the task fails at the end,
+    naming every failure, with all result files kept.
+    """
+    plan = ctx.plan()
+    endpoint = _endpoint(ctx, broker, variant)
+    env = ctx.environment()
+    outcomes, failures = [], []
+    for item in _items(ctx, broker, variant):
+        minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
+        if not minutes:
+            log.info("%s: no %s configured", item.key, phase)
+            continue
+        worker = "localhost-0"
+        out = result_path(ctx, item, phase, worker)
+        if phase == "measure" and completed_ok(out):
+            log.info("%s: measured phase already complete in %s, not repeated", item.key, out)
+            continue
+        job = _job(ctx, item, endpoint, phase, minutes * 60.0, plan.interval_seconds, worker)
+        log.info("%s: %s for %.0f s at %s msg/s", item.key, phase, minutes * 60, job["rate_msg_s"])
+        res = env.run_workers([job], [str(out)], timeout_s=minutes * 60.0 + 180)
+        outcomes += res
+        failures += [f"{item.key}: {r['worker']}: {r.get('error') or 'exit ' + str(r['returncode'])}"
+                     for r in res if r.get("returncode") != 0]
+    if failures:
+        raise RuntimeError(f"{phase} failed for {len(failures)} worker(s); results measured so far are kept "
+                           f"in {ctx.run_dir / 'raw'}:\n" + "\n".join(failures))
+    return outcomes
+
+
+def undeploy(ctx: RunContext, broker: str) -> None:
+    ctx.environment().undeploy(broker)
+
+
+# -- analysis and teardown ------------------------------------------------------
+
+def has_measurements(ctx: RunContext) -> bool:
+    return any((ctx.run_dir / "raw").glob("*/*/*/measure/*.jsonl"))
+
+
+def report(ctx: RunContext) -> str:
+    from brokerbench.report import build_report, render_text_summary
+
+    path = build_report(ctx.run_dir)
+    log.info("\n%s", render_text_summary(ctx.run_dir))
+    log.info("report: %s", path)
+    return str(path)
+
+
+def teardown(ctx: RunContext) -> dict[str, Any]:
+    record = ctx.environment().teardown()
+    try:
+        ctx.write_json("provenance/teardown.json", record)
+    except OSError as e:  # the results location itself may be the problem
+        log.warning("could not record teardown in %s: %s", ctx.run_dir, e)
+    log.info("teardown: %s", record)
+    return record

@@ -1,0 +1,5 @@
+import sys
+
+from brokerbench.worker.cli import main
+
+sys.exit(main())

@@ -1,0 +1,23 @@
+"""Broker drivers, imported lazily so a client host needs only its broker's library."""
+
+from __future__ import annotations
+
+import importlib
+
+from brokerbench.worker.drivers.base import Driver
+
+#: (broker, library) -> "module:class". The first library listed per broker is its default.
+DRIVERS = {
+    ("kafka", "kafka-python"): "brokerbench.worker.drivers.kafka_python:KafkaPythonDriver",
+    ("pulsar", "pulsar-client"): "brokerbench.worker.drivers.pulsar_client:PulsarClientDriver",
+    ("rabbitmq", "pika"): "brokerbench.worker.drivers.pika_amqp:PikaDriver",
+}
+
+
+def driver_class(broker: str, library: str | None = None) -> type[Driver]:
+    for (b, lib), target in DRIVERS.items():
+        if b == broker and (library is None or lib == library):
+            module, cls = target.split(":")
+            return getattr(importlib.import_module(module), cls)
+    known = ", ".join(f"{b}/{lib}" for b, lib in DRIVERS)
+    raise ValueError(f"no driver for broker {broker!r} with library {library!r} (known: {known})")

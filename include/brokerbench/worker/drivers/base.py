@@ -1,0 +1,82 @@
+"""What a broker driver provides to the worker.
+
+A driver wraps one client library. Its producer's ``send`` is the hottest
+code in brokerbench: it hands the message to the library and arranges that
+the acknowledgement appends ``time_ns() - send_ns`` to
+``recorder.s.publish_ns`` (or calls ``recorder.error``). A consumer calls its
+``on_payload(bytes)`` for every message received. Nothing else per message.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+from brokerbench.worker.recorder import Recorder
+
+PayloadHandler = Callable[[bytes], None]
+
+
+def parse_properties(value: Any) -> dict[str, str]:
+    """OMB's Java-properties text blocks ("acks=all\\nlinger.ms=1") or a mapping -> dict."""
+    if not value:
+        return {}
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    out: dict[str, str] = {}
+    for line in str(value).splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            out[line] = ""
+        else:
+            out[line[:sep].strip()] = line[sep + 1:].strip()
+    return out
+
+
+class Producer(ABC):
+    @abstractmethod
+    def send(self, payload: bytes, key: bytes | None, send_ns: int) -> None:
+        """Hand one message to the client library, asynchronously."""
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        """Wait (bounded) until every message sent so far is acknowledged or failed."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Consumer(ABC):
+    on_payload: PayloadHandler
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Driver(ABC):
+    """One broker client library, configured from an OMB driver dict."""
+
+    client_library: str = ""
+    client_library_version: str = ""
+
+    def __init__(self, endpoint: dict[str, Any], driver: dict[str, Any], recorder: Recorder):
+        self.endpoint = endpoint
+        self.driver = driver
+        self.recorder = recorder
+
+    @abstractmethod
+    def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
+        """Create the topics (and queues / subscriptions where the broker needs them)."""
+
+    @abstractmethod
+    def create_producer(self, topic: str, partitions: int) -> Producer: ...
+
+    @abstractmethod
+    def create_consumer(self, topic: str, subscription: str, partitions: int,
+                        on_payload: PayloadHandler, consumer_index: int = 0,
+                        consumers_in_subscription: int = 1) -> Consumer: ...
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,131 @@
+"""Kafka protocol through kafka-python (pure Python)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from importlib.metadata import version
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+from brokerbench.worker.drivers.base import Consumer, Driver, PayloadHandler, Producer, parse_properties
+
+# Java client property -> kafka-python keyword, for the settings that matter.
+_PRODUCER_KEYS = {
+    "acks": "acks", "linger.ms": "linger_ms", "batch.size": "batch_size",
+    "compression.type": "compression_type", "max.in.flight.requests.per.connection":
+    "max_in_flight_requests_per_connection", "buffer.memory": "buffer_memory",
+    "max.request.size": "max_request_size", "retries": "retries",
+    "request.timeout.ms": "request_timeout_ms", "enable.idempotence": "enable_idempotence",
+}
+_CONSUMER_KEYS = {
+    "auto.offset.reset": "auto_offset_reset", "enable.auto.commit": "enable_auto_commit",
+    "fetch.min.bytes": "fetch_min_bytes", "fetch.max.wait.ms": "fetch_max_wait_ms",
+    "max.poll.records": "max_poll_records", "session.timeout.ms": "session_timeout_ms",
+    "max.partition.fetch.bytes": "max_partition_fetch_bytes",
+    "heartbeat.interval.ms": "heartbeat_interval_ms",
+}
+
+
+def _typed(v: str) -> Any:
+    low = v.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
+def _kwargs(props: dict[str, str], mapping: dict[str, str]) -> dict[str, Any]:
+    out = {}
+    for k, v in props.items():
+        if k in mapping:
+            out[mapping[k]] = v if k in ("acks",) and not v.lstrip("-").isdigit() else _typed(v)
+    if "acks" in out and isinstance(out["acks"], str) and out["acks"] != "all":
+        out["acks"] = int(out["acks"])
+    return out
+
+
+class _KafkaProducer(Producer):
+    def __init__(self, producer: KafkaProducer, topic: str, recorder):
+        self._p = producer
+        self._topic = topic
+        self._rec = recorder
+
+    def send(self, payload: bytes, key: bytes | None, send_ns: int) -> None:
+        fut = self._p.send(self._topic, value=payload, key=key)
+        fut.add_callback(self._ack, send_ns)
+        fut.add_errback(self._rec.error)
+
+    def _ack(self, send_ns: int, _metadata: Any) -> None:
+        self._rec.s.publish_ns.append(time.time_ns() - send_ns)
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        self._p.flush(timeout=timeout_s)
+
+    def close(self) -> None:
+        self._p.close(timeout=5)
+
+
+class _KafkaConsumer(Consumer):
+    def __init__(self, consumer: KafkaConsumer, on_payload: PayloadHandler):
+        self._c = consumer
+        self.on_payload = on_payload
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, name="kafka-consumer", daemon=True)
+        self._t.start()
+
+    def _loop(self) -> None:
+        poll = self._c.poll
+        while not self._stop.is_set():
+            for records in poll(timeout_ms=100).values():
+                handle = self.on_payload
+                for r in records:
+                    handle(r.value)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=5)
+        self._c.close()
+
+
+class KafkaPythonDriver(Driver):
+    client_library = "kafka-python"
+    client_library_version = version("kafka-python")
+
+    def __init__(self, endpoint, driver, recorder):
+        super().__init__(endpoint, driver, recorder)
+        self.bootstrap = endpoint["bootstrap_servers"]
+        self.common = parse_properties(driver.get("commonConfig"))
+        self.common.pop("bootstrap.servers", None)
+
+    def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
+        try:
+            configs = parse_properties(self.driver.get("topicConfig"))
+            rf = int(self.driver.get("replicationFactor", 1))
+            new = [NewTopic(t, num_partitions=partitions, replication_factor=rf, topic_configs=configs)
+                   for t in topics]
+            try:
+                admin.create_topics(new, timeout_ms=30000)
+            except TopicAlreadyExistsError:
+                pass
+        finally:
+            admin.close()
+
+    def create_producer(self, topic: str, partitions: int) -> Producer:
+        kw = _kwargs(parse_properties(self.driver.get("producerConfig")), _PRODUCER_KEYS)
+        return _KafkaProducer(KafkaProducer(bootstrap_servers=self.bootstrap, **kw), topic, self.recorder)
+
+    def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
+                        consumers_in_subscription=1) -> Consumer:
+        kw = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "enable_auto_commit": False,
+              **_kwargs(parse_properties(self.driver.get("consumerConfig")), _CONSUMER_KEYS)}
+        # start from the end: earlier messages (a warm-up's) are not this phase's
+        kw["auto_offset_reset"] = "latest"
+        c = KafkaConsumer(topic, bootstrap_servers=self.bootstrap, group_id=subscription, **kw)
+        return _KafkaConsumer(c, on_payload)

@@ -1,0 +1,223 @@
+"""RabbitMQ (AMQP 0-9-1) through pika.
+
+Topology (Confluent's mapping of OMB onto RabbitMQ): one direct exchange per
+topic; for every subscription one queue per partition, bound with the
+partition number as routing key. A producer spreads messages over the
+partitions' routing keys (by key when the workload has keys, round robin
+otherwise); consumers of a subscription share its queues.
+
+Publishing uses an asynchronous connection with publisher confirms: publish
+latency is the time from handing the message over to the broker's confirm.
+pika connections are not thread-safe, so ``send`` queues the message and
+wakes the connection's I/O loop thread, which publishes everything queued.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import zlib
+from importlib.metadata import version
+from typing import Any
+
+import pika
+from pika.spec import Basic
+
+from brokerbench.worker.drivers.base import Consumer, Driver, PayloadHandler, Producer
+
+
+def queue_name(topic: str, subscription: str, partition: int) -> str:
+    return f"{topic}.{subscription}.{partition}"
+
+
+def queue_arguments(queue_type: str) -> dict[str, Any]:
+    qt = queue_type.upper()
+    if qt == "CLASSIC":
+        return {}
+    if qt in ("QUORUM", "STREAM"):
+        return {"x-queue-type": qt.lower()}
+    raise ValueError(f"queueType {queue_type!r} is not one of CLASSIC, QUORUM, STREAM")
+
+
+class _AmqpProducer(Producer):
+    def __init__(self, uri: str, exchange: str, partitions: int, persistent: bool, recorder):
+        self._rec = recorder
+        self._exchange = exchange
+        self._keys = [str(p) for p in range(partitions)]
+        self._rr = 0
+        self._props = pika.BasicProperties(delivery_mode=2 if persistent else 1)
+        self._queue: collections.deque = collections.deque()
+        self._scheduled = False
+        self._pending: dict[int, int] = {}  # delivery tag -> send_ns
+        self._tag = 0
+        self._lowest = 1
+        self._ready = threading.Event()
+        self._closed_reason: str | None = None
+        self._ch = None
+        self._conn = pika.SelectConnection(
+            pika.URLParameters(uri), on_open_callback=self._on_open,
+            on_open_error_callback=self._on_error, on_close_callback=self._on_close)
+        self._thread = threading.Thread(target=self._conn.ioloop.start, name="amqp-producer", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30) or self._ch is None:
+            raise RuntimeError(f"RabbitMQ at {uri}: no confirm channel within 30 s: {self._closed_reason}")
+
+    # -- connection callbacks (I/O loop thread) -----------------------------
+    def _on_open(self, conn) -> None:
+        conn.channel(on_open_callback=self._on_channel)
+
+    def _on_channel(self, ch) -> None:
+        ch.confirm_delivery(self._on_confirm, callback=lambda _frame: self._set_ready(ch))
+
+    def _set_ready(self, ch) -> None:
+        self._ch = ch
+        self._ready.set()
+
+    def _on_error(self, _conn, err) -> None:
+        self._closed_reason = str(err)
+        self._ready.set()
+        self._conn.ioloop.stop()
+
+    def _on_close(self, _conn, reason) -> None:
+        self._closed_reason = str(reason)
+        for _ in range(len(self._pending)):
+            self._rec.error(f"connection closed: {reason}")
+        self._pending.clear()
+        self._ready.set()
+        self._conn.ioloop.stop()
+
+    def _on_confirm(self, frame) -> None:
+        now = time.time_ns()
+        m = frame.method
+        ok = isinstance(m, Basic.Ack)
+        tags = range(self._lowest, m.delivery_tag + 1) if m.multiple else (m.delivery_tag,)
+        pending = self._pending
+        publish_ns = self._rec.s.publish_ns
+        for t in tags:
+            ns = pending.pop(t, None)
+            if ns is None:
+                continue
+            if ok:
+                publish_ns.append(now - ns)
+            else:
+                self._rec.error("nack from broker")
+        while self._lowest <= self._tag and self._lowest not in pending:
+            self._lowest += 1
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        q = self._queue
+        publish = self._ch.basic_publish
+        pending = self._pending
+        while q:
+            payload, key, send_ns = q.popleft()
+            self._tag += 1
+            pending[self._tag] = send_ns
+            publish(self._exchange, key, payload, self._props)
+
+    # -- producer thread ------------------------------------------------------
+    def send(self, payload: bytes, key: bytes | None, send_ns: int) -> None:
+        if key is None:
+            self._rr += 1
+            rk = self._keys[self._rr % len(self._keys)]
+        else:
+            rk = self._keys[zlib.crc32(key) % len(self._keys)]
+        self._queue.append((payload, rk, send_ns))
+        if not self._scheduled:
+            if self._closed_reason is not None:
+                raise RuntimeError(f"RabbitMQ connection closed: {self._closed_reason}")
+            self._scheduled = True
+            self._conn.ioloop.add_callback_threadsafe(self._drain)
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while (self._queue or self._pending) and time.monotonic() < deadline and self._closed_reason is None:
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        if self._closed_reason is None:
+            try:
+                self._conn.ioloop.add_callback_threadsafe(self._conn.close)
+            except Exception:
+                pass
+        self._thread.join(timeout=10)
+
+
+class _AmqpConsumer(Consumer):
+    def __init__(self, uri: str, queues: list[str], on_payload: PayloadHandler, auto_ack: bool):
+        self.on_payload = on_payload
+        self._conn = pika.BlockingConnection(pika.URLParameters(uri))
+        self._ch = self._conn.channel()
+        self._auto_ack = auto_ack
+        if not auto_ack:
+            self._ch.basic_qos(prefetch_count=1000)
+        for q in queues:
+            self._ch.basic_consume(q, self._on_message, auto_ack=auto_ack)
+        self._t = threading.Thread(target=self._run, name="amqp-consumer", daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        try:
+            self._ch.start_consuming()
+        except Exception:  # connection lost: the worker sees received counts stop
+            pass
+
+    def _on_message(self, ch, method, _props, body) -> None:
+        self.on_payload(body)
+        if not self._auto_ack and method.delivery_tag % 100 == 0:
+            ch.basic_ack(method.delivery_tag, multiple=True)
+
+    def close(self) -> None:
+        try:
+            self._conn.add_callback_threadsafe(self._ch.stop_consuming)
+            self._t.join(timeout=10)
+            self._conn.close()
+        except Exception:
+            pass
+
+
+class PikaDriver(Driver):
+    client_library = "pika"
+    client_library_version = version("pika")
+
+    def __init__(self, endpoint, driver, recorder):
+        super().__init__(endpoint, driver, recorder)
+        self.uris = endpoint.get("amqp_uris") or driver.get("amqpUris") or []
+        if not self.uris:
+            raise ValueError("RabbitMQ endpoint has no amqp_uris")
+        self.queue_type = str(driver.get("queueType", "CLASSIC")).upper()
+        self.persistent = bool(driver.get("messagePersistence", False))
+        self._n = 0
+
+    def _uri(self) -> str:
+        self._n += 1
+        return self.uris[self._n % len(self.uris)]
+
+    def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
+        conn = pika.BlockingConnection(pika.URLParameters(self.uris[0]))
+        try:
+            ch = conn.channel()
+            durable = self.persistent or self.queue_type != "CLASSIC"
+            args = queue_arguments(self.queue_type)
+            for t in topics:
+                ch.exchange_declare(t, exchange_type="direct", durable=durable)
+                for s in subscriptions:
+                    for p in range(partitions):
+                        q = queue_name(t, s, p)
+                        ch.queue_declare(q, durable=durable, arguments=args)
+                        ch.queue_bind(q, t, routing_key=str(p))
+        finally:
+            conn.close()
+
+    def create_producer(self, topic: str, partitions: int) -> Producer:
+        return _AmqpProducer(self._uri(), topic, partitions, self.persistent, self.recorder)
+
+    def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
+                        consumers_in_subscription=1) -> Consumer:
+        queues = [queue_name(topic, subscription, p) for p in range(partitions)
+                  if p % consumers_in_subscription == consumer_index % consumers_in_subscription]
+        if not queues:
+            raise ValueError(f"consumer {consumer_index} of {subscription} has no queue: "
+                             f"{consumers_in_subscription} consumers > {partitions} partitions")
+        return _AmqpConsumer(self._uri(), queues, on_payload, auto_ack=self.queue_type != "STREAM")

@@ -1,0 +1,62 @@
+"""Message payloads and keys, as OMB's workload fields describe them.
+
+Every message starts with an 8-byte big-endian nanosecond wall-clock send
+time (see :data:`STAMP`): end-to-end latency is computed from it with µs
+precision, independent of the broker's own (ms or s) timestamps. The rest of
+the message is the payload's tail, so the message size is exactly
+``messageSize``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import struct
+import time
+from typing import Any, Iterator
+
+STAMP = struct.Struct(">q")
+STAMP_SIZE = STAMP.size  # 8 bytes
+
+
+def payload_pool(workload: dict[str, Any]) -> list[bytes]:
+    """The payload tails (messageSize - 8 bytes each) a producer cycles through.
+
+    - payloadFile: one payload read once from the file (before load starts,
+      never on the hot path);
+    - useRandomizedPayloads: ``randomizedPayloadPoolSize`` payloads, each
+      ``randomBytesRatio`` random bytes followed by zeros;
+    - otherwise one payload of random bytes.
+    """
+    size = int(workload["messageSize"])
+    if size < STAMP_SIZE:
+        raise ValueError(f"messageSize {size} is smaller than the {STAMP_SIZE}-byte send timestamp")
+    tail = size - STAMP_SIZE
+    if workload.get("payloadFile"):
+        with open(workload["payloadFile"], "rb") as f:
+            data = f.read()
+        if len(data) != size:
+            raise ValueError(f"payloadFile {workload['payloadFile']} has {len(data)} bytes, messageSize is {size}")
+        return [data[STAMP_SIZE:]]
+    if workload.get("useRandomizedPayloads"):
+        ratio = float(workload.get("randomBytesRatio", 0.5))
+        n = int(workload.get("randomizedPayloadPoolSize", 1000))
+        rnd = int(tail * ratio)
+        return [os.urandom(rnd) + bytes(tail - rnd) for _ in range(n)]
+    return [os.urandom(tail)]
+
+
+def key_iterator(distributor: str | None) -> Iterator[bytes | None]:
+    """Keys per OMB's keyDistributor: NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO."""
+    d = (distributor or "NO_KEY").upper()
+    if d == "NO_KEY":
+        return itertools.repeat(None)
+    if d == "KEY_ROUND_ROBIN":
+        keys = [str(i).encode() for i in range(10_000)]
+        return itertools.cycle(keys)
+    if d == "RANDOM_NANO":
+        rng = random.Random(time.time_ns())
+        keys = [str(rng.getrandbits(40)).encode() for _ in range(10_000)]
+        return itertools.cycle(keys)
+    raise ValueError(f"keyDistributor {distributor!r} is not one of NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO")
