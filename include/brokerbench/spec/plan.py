@@ -1,0 +1,200 @@
+"""The plan: a suite plus run parameters, resolved into the list of tests to run.
+
+The plan is the validated, self-contained description of one run. It travels
+between Airflow tasks as JSON (``plan.to_json()`` / ``Plan.from_json()``) and
+is written to ``plan.json`` next to the results.
+
+Precedence for workload fields: workload file < suite ``overrides`` < params.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator
+
+from .common import SUPPORTED_BROKERS, path_safe, spec_root
+from .driver import DriverSpec
+from .errors import SpecError, from_validation_error
+from .suite import Suite, load_driver_ref, load_variant_ref, load_workload_ref
+from .variant import apply_variant
+from .workload import Workload, normalize_workload_keys
+
+PLAN_FORMAT_VERSION = 1
+
+
+def default_results_root() -> str:
+    """``BROKERBENCH_RESULTS_ROOT``, else the results/ directory next to include/."""
+    return os.environ.get("BROKERBENCH_RESULTS_ROOT") or str(spec_root().resolve().parent / "results")
+
+
+def _comma_list(v: Any) -> Any:
+    """Accept "kafka,pulsar" as well as ["kafka", "pulsar"] (handy in the Airflow UI)."""
+    if isinstance(v, str):
+        return [part.strip() for part in v.split(",") if part.strip()]
+    return v
+
+
+class RunParams(BaseModel):
+    """Run parameters (Airflow params); every one optional, None = the suite's choice."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    brokers: list[str] | None = Field(default=None, min_length=1)
+    workloads: list[str] | None = Field(default=None, min_length=1)
+    variants: list[str] | None = Field(default=None, min_length=1)
+    test_duration_minutes: float | None = Field(default=None, gt=0)
+    warmup_duration_minutes: float | None = Field(default=None, ge=0)
+    rate_override_msg_s: int | None = Field(default=None, ge=0)
+    environment: Literal["local", "aws"] | None = None
+    results_root: str | None = None
+    interval_seconds: int | None = Field(default=None, gt=0)
+
+    _lists = field_validator("brokers", "workloads", "variants", mode="before")(_comma_list)
+
+    @field_validator("brokers")
+    @classmethod
+    def _brokers(cls, v: list[str] | None) -> list[str] | None:
+        for broker in v or []:
+            if broker not in SUPPORTED_BROKERS:
+                raise ValueError(f"unknown broker {broker!r}; supported brokers: {', '.join(SUPPORTED_BROKERS)}")
+        return v
+
+    @field_validator("results_root")
+    @classmethod
+    def _results_root(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip()
+        if not v:
+            raise ValueError("must be a directory path or s3://bucket/prefix")
+        if v.startswith("s3://") and not v[len("s3://"):].split("/")[0]:
+            raise ValueError(f"names no bucket (expected s3://bucket/prefix, got {v!r})")
+        return v.rstrip("/") or "/"
+
+    def workload_overrides(self) -> dict[str, Any]:
+        """The params that replace workload fields, under their OMB names."""
+        pairs = {"testDurationMinutes": self.test_duration_minutes,
+                 "warmupDurationMinutes": self.warmup_duration_minutes,
+                 "producerRate": self.rate_override_msg_s}
+        return {k: v for k, v in pairs.items() if v is not None}
+
+
+class PlanItem(BaseModel):
+    """One test: a workload against one broker's driver under one variant."""
+
+    workload: Workload
+    driver: DriverSpec
+    broker: Literal["kafka", "pulsar", "rabbitmq"]
+    variant: str
+    variant_description: str = ""
+    durability_level: str | None = None
+    driver_overrides: dict[str, Any] = Field(default_factory=dict)
+    broker_settings: dict[str, Any] = Field(default_factory=dict)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def key(self) -> str:
+        """``<workload id>/<driver name>/<variant>``, each part path-safe: where results go."""
+        return "/".join(path_safe(p) for p in (self.workload.id, self.driver.name, self.variant))
+
+
+class Plan(BaseModel):
+    """What one run measures. Items are ordered by broker, then variant, then
+    workload, so each broker is deployed once per variant."""
+
+    format_version: int = PLAN_FORMAT_VERSION
+    suite: str
+    description: str = ""
+    environment: Literal["local", "aws"]
+    environment_settings: dict[str, Any] = Field(default_factory=dict)
+    results_root: str
+    interval_seconds: int = Field(gt=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+    items: list[PlanItem]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Plan":
+        return cls.model_validate_json(text)
+
+    def deployments(self) -> list[tuple[str, str]]:
+        """(broker, variant) pairs in run order: one broker deployment each."""
+        seen: dict[tuple[str, str], None] = {}
+        for item in self.items:
+            seen.setdefault((item.broker, item.variant), None)
+        return list(seen)
+
+    def items_for(self, broker: str, variant: str) -> list[PlanItem]:
+        return [i for i in self.items if i.broker == broker and i.variant == variant]
+
+
+def parse_params(params: dict[str, Any] | None) -> RunParams:
+    """Validate run params; a problem is a SpecError with file None and field = the param.
+
+    None and "" (an empty Airflow form field) both mean "the suite's choice".
+    """
+    given = {k: v for k, v in (params or {}).items() if v is not None and v != ""}
+    try:
+        return RunParams.model_validate(given)
+    except ValidationError as e:
+        raise from_validation_error(e, None) from None
+
+
+def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
+    """Resolve ``suite`` and run ``params`` into a validated Plan (see the module docstring)."""
+    p = parse_params(params)
+    file: Path | None = suite.source
+
+    brokers = p.brokers or list(suite.brokers)
+    for broker in brokers:
+        if broker not in suite.brokers:
+            raise SpecError(f"broker {broker!r} is not in suite {suite.name!r} "
+                            f"(it has: {', '.join(suite.brokers)})", field="brokers")
+    workload_names = p.workloads or suite.workloads
+    variant_names = p.variants or suite.variants
+    # Params name specs by name: a missing one is a param error (file None).
+    workloads = [load_workload_ref(n, None, "workloads") for n in dict.fromkeys(workload_names)]
+    variants = [load_variant_ref(n, None, "variants") for n in dict.fromkeys(variant_names)]
+    drivers = {b: load_driver_ref(suite.brokers[b], file, f"brokers.{b}") for b in dict.fromkeys(brokers)}
+
+    suite_overrides = normalize_workload_keys(suite.overrides, file=file, field_prefix="overrides")
+    resolved = []
+    for w in workloads:
+        w = w.with_overrides(suite_overrides, file=file, field_prefix="overrides")
+        try:
+            w = w.with_overrides(p.workload_overrides())
+        except SpecError as e:
+            raise SpecError(f"{e.message} (workload {w.id!r})", field=_PARAM_OF.get(e.field or "", e.field)) from None
+        resolved.append(w)
+
+    items = []
+    for broker, driver in drivers.items():
+        for variant in variants:
+            section = variant.for_broker(broker)
+            applied = apply_variant(driver, variant)
+            for workload in resolved:
+                items.append(PlanItem(
+                    workload=workload, driver=applied, broker=broker, variant=variant.name,
+                    variant_description=variant.description, durability_level=variant.durability_level,
+                    driver_overrides=section.driver_overrides, broker_settings=section.broker_settings))
+
+    return Plan(
+        suite=suite.name,
+        description=suite.description,
+        environment=p.environment or suite.environment,
+        environment_settings=suite.environment_settings,
+        results_root=p.results_root or default_results_root(),
+        interval_seconds=p.interval_seconds or suite.interval_seconds,
+        params=p.model_dump(exclude_none=True),
+        items=items,
+    )
+
+
+_PARAM_OF = {"testDurationMinutes": "test_duration_minutes",
+             "warmupDurationMinutes": "warmup_duration_minutes",
+             "producerRate": "rate_override_msg_s"}

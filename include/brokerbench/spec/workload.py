@@ -1,0 +1,148 @@
+"""Workloads: what load to generate, in the OpenMessaging Benchmark (OMB) format.
+
+A workload file is an OMB workload YAML; keys brokerbench does not know are
+ignored, as OMB ignores them, so upstream OMB workload files load unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+
+from .common import path_safe, read_yaml, resolve, spec_root
+from .errors import FieldValueError, SpecError, from_validation_error
+
+#: Bytes at the start of every payload that carry the send time (ns since epoch).
+TIMESTAMP_BYTES = 8
+
+KeyDistributor = Literal["NO_KEY", "KEY_ROUND_ROBIN", "RANDOM_NANO"]
+
+
+class Workload(BaseModel):
+    """One OMB workload. Attributes are snake_case; YAML/JSON keys are OMB camelCase.
+
+    ``id`` is the file stem (used in result paths); ``name`` is the display name
+    copied into results. ``payload_path`` is the resolved payload file, when
+    the workload names one.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    id: str = ""
+    name: str = Field(min_length=1)
+    topics: int = Field(ge=1)
+    partitions_per_topic: int = Field(alias="partitionsPerTopic", ge=1)
+    message_size: int = Field(alias="messageSize", ge=1)
+    payload_file: str | None = Field(default=None, alias="payloadFile")
+    use_randomized_payloads: bool = Field(default=False, alias="useRandomizedPayloads")
+    random_bytes_ratio: float | None = Field(default=None, alias="randomBytesRatio", ge=0, le=1)
+    randomized_payload_pool_size: int | None = Field(default=None, alias="randomizedPayloadPoolSize", ge=1)
+    key_distributor: KeyDistributor = Field(default="NO_KEY", alias="keyDistributor")
+    subscriptions_per_topic: int = Field(default=1, alias="subscriptionsPerTopic", ge=0)
+    consumer_per_subscription: int = Field(default=1, alias="consumerPerSubscription", ge=0)
+    producers_per_topic: int = Field(default=1, alias="producersPerTopic", ge=0)
+    producer_rate: float = Field(alias="producerRate", ge=0)
+    consumer_backlog_size_gb: float = Field(default=0, alias="consumerBacklogSizeGB", ge=0)
+    backlog_drain_ratio: float = Field(default=1.0, alias="backlogDrainRatio", gt=0)
+    test_duration_minutes: float = Field(alias="testDurationMinutes", gt=0)
+    warmup_duration_minutes: float = Field(default=1.0, alias="warmupDurationMinutes", ge=0)
+    payload_path: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> "Workload":
+        if not self.id:
+            self.id = path_safe(self.name)
+        if self.message_size < TIMESTAMP_BYTES:
+            raise FieldValueError("messageSize", f"must be >= {TIMESTAMP_BYTES} bytes: every message "
+                                  f"carries its 8-byte send timestamp (got {self.message_size})")
+        if self.use_randomized_payloads:
+            for field, value in (("randomBytesRatio", self.random_bytes_ratio),
+                                 ("randomizedPayloadPoolSize", self.randomized_payload_pool_size)):
+                if value is None:
+                    raise FieldValueError(field, "is required when useRandomizedPayloads is true")
+        consumers = self.subscriptions_per_topic * self.consumer_per_subscription
+        if self.producers_per_topic == 0 and consumers == 0:
+            raise FieldValueError("producersPerTopic", "a workload needs producers or consumers "
+                                  "(producersPerTopic and subscriptionsPerTopic x consumerPerSubscription are 0)")
+        if self.consumer_backlog_size_gb > 0 and (self.producers_per_topic == 0 or consumers == 0):
+            raise FieldValueError("consumerBacklogSizeGB", "a backlog test needs producers and consumers")
+        context = info.context or {}
+        if self.payload_file and context.get("check_files"):
+            self._check_payload(context.get("base_dir"))
+        return self
+
+    def _check_payload(self, base_dir: str | os.PathLike[str] | None) -> None:
+        """Resolve payloadFile (when not yet resolved) and check its size."""
+        if self.payload_path is None:
+            relative = Path(self.payload_file)
+            candidates = [relative] if relative.is_absolute() else [
+                *([Path(base_dir) / relative] if base_dir else []),
+                spec_root() / "payload" / relative,
+                spec_root() / relative,
+            ]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                tried = ", ".join(str(c) for c in candidates)
+                raise FieldValueError("payloadFile", f"file {self.payload_file!r} not found (looked at {tried})")
+            self.payload_path = str(found.resolve())
+        path = Path(self.payload_path)
+        if not path.is_file():
+            raise FieldValueError("payloadFile", f"file {self.payload_path!r} not found")
+        size = path.stat().st_size
+        if size != self.message_size:
+            raise FieldValueError("payloadFile", f"{self.payload_file!r} holds {size} bytes but "
+                                  f"messageSize is {self.message_size}: they must be equal")
+
+    def to_omb_dict(self) -> dict[str, Any]:
+        """The workload as an OMB workload mapping (camelCase keys, unset options left out)."""
+        return self.model_dump(by_alias=True, exclude_none=True, exclude={"id", "payload_path"})
+
+    def with_overrides(self, overrides: dict[str, Any], file: str | None = None,
+                       field_prefix: str | None = None) -> "Workload":
+        """A new validated Workload with ``overrides`` (OMB or attribute names) applied.
+
+        A problem is a SpecError naming ``file`` and ``field_prefix.<field>``.
+        """
+        data = self.model_dump(by_alias=True)
+        changes = normalize_workload_keys(overrides, file=file, field_prefix=field_prefix)
+        if "payloadFile" in changes:
+            data["payload_path"] = None  # resolve the new file again
+        data.update(changes)
+        try:
+            return Workload.model_validate(data, context={"check_files": True})
+        except ValidationError as e:
+            raise from_validation_error(e, file, prefix=field_prefix) from None
+
+
+_ALIASES = {name: (f.alias or name) for name, f in Workload.model_fields.items()}
+#: Keys a suite may override: every OMB workload key except the name.
+OVERRIDABLE_KEYS = sorted(set(_ALIASES.values()) - {"id", "name", "payload_path"})
+
+
+def normalize_workload_keys(overrides: dict[str, Any], file: str | None = None,
+                            field_prefix: str | None = None) -> dict[str, Any]:
+    """``overrides`` with attribute names turned into OMB keys; unknown keys are a SpecError."""
+    out = {}
+    for key, value in overrides.items():
+        omb_key = _ALIASES.get(key, key)
+        if omb_key not in OVERRIDABLE_KEYS:
+            field = f"{field_prefix}.{key}" if field_prefix else key
+            raise SpecError(f"not a workload field that can be overridden (known: {', '.join(OVERRIDABLE_KEYS)})",
+                            file=file, field=field)
+        out[omb_key] = value
+    return out
+
+
+def load_workload(name_or_path: str | os.PathLike[str]) -> Workload:
+    """Load and validate a workload: a bare name is SPEC_ROOT/workloads/<name>.yaml."""
+    path = resolve("workloads", name_or_path)
+    data = read_yaml(path)
+    data["id"] = path.stem
+    data.pop("payload_path", None)
+    try:
+        return Workload.model_validate(data, context={"check_files": True, "base_dir": path.parent})
+    except ValidationError as e:
+        raise from_validation_error(e, path) from None
