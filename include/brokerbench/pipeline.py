@@ -25,7 +25,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def default_results_root() -> str:
-    return os.environ.get("BROKERBENCH_RESULTS", str(PROJECT_ROOT / "results"))
+    """``BROKERBENCH_RESULTS_ROOT``, else results/ in the project."""
+    from brokerbench.spec.plan import default_results_root as spec_default
+
+    return spec_default()
 
 
 def safe_name(s: str) -> str:
@@ -179,9 +182,12 @@ def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, i
          worker: str) -> dict[str, Any]:
     topics, subs = _names(ctx, item)
     w = item.workload
+    workload = w.to_omb_dict()
+    if getattr(w, "payload_path", None):
+        workload["payloadFile"] = str(w.payload_path)  # the worker may run in another directory
     return {
         "worker": worker, "phase": phase, "workload_id": w.id, "broker": item.broker,
-        "variant": item.variant, "workload": w.to_omb_dict(), "driver": item.driver.to_omb_dict(),
+        "variant": item.variant, "workload": workload, "driver": item.driver.to_omb_dict(),
         "endpoint": endpoint, "topics": topics, "subscriptions": subs,
         "duration_s": duration_s, "interval_s": interval_s, "rate_msg_s": w.producer_rate,
         "producers_per_topic": w.producers_per_topic,

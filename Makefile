@@ -1,0 +1,40 @@
+# brokerbench: the two commands a new user needs.
+#   make bench   run the smoke suite on the local environment; prints the report path
+#   make test    run the test suite
+# Both install what they need first (include/infra/local/bootstrap.sh).
+
+VENV      ?= .venv
+SUITE     ?= smoke
+PYTEST_ARGS ?=
+
+export AIRFLOW_HOME                      := $(CURDIR)/.airflow
+export AIRFLOW__CORE__DAGS_FOLDER        := $(CURDIR)/dags
+export AIRFLOW__CORE__PLUGINS_FOLDER     := $(CURDIR)/plugins
+export AIRFLOW__CORE__LOAD_EXAMPLES      := False
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(CURDIR)/.airflow/airflow.db
+export AIRFLOW__LOGGING__LOGGING_LEVEL   := INFO
+export AIRFLOW_CONN_BROKERBENCH_SPARK    := {"conn_type": "spark", "host": "local[*]"}
+export BROKERBENCH_HOME                  := $(CURDIR)/.brokerbench
+export BROKERBENCH_RESULTS_ROOT          ?= $(CURDIR)/results
+export SPARK_LOCAL_IP                    := 127.0.0.1
+export PATH                              := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: setup bench test test-unit bench-harness clean
+
+setup:
+	@include/infra/local/bootstrap.sh $(VENV)
+
+## Run the smoke suite DAG (three local brokers x fsync on/off) and print its report.
+bench: setup
+	@$(VENV)/bin/python -m brokerbench.cli bench --suite $(SUITE)
+
+## Run the tests (unit, integration with real brokers and Spark, end-to-end DAG runs).
+test: setup
+	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+## Fast feedback: only tests that need no broker, Spark or Airflow run.
+test-unit: setup
+	@$(VENV)/bin/python -m pytest tests/unit $(PYTEST_ARGS)
+
+clean:
+	rm -rf .airflow .brokerbench results

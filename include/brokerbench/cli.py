@@ -1,0 +1,128 @@
+"""brokerbench: command line for people (``make bench`` calls ``bench``).
+
+    brokerbench list                      suites, workloads, drivers, variants
+    brokerbench validate [SUITE ...]      validate suite files and all they reference
+    brokerbench bench --suite smoke [--conf JSON]
+                                          run the suite's DAG once (airflow dags test)
+                                          and print the summary and the report's path
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: Lines of `airflow dags test` output shown on the terminal (all go to the log file).
+_SHOW = re.compile(
+    r"(\[[\w.-]+-\d+\] |deployed:|durability|report:|plan:|teardown:|host \S+: tuned|"
+    r"created .* partitions|Marking task|TaskInstance Finished|state=|ERROR|Error|"
+    r"Traceback|failed|Failed|WorkerError|SpecError|ParamValidationError)"
+)
+
+
+def _cmd_list(_args) -> int:
+    from brokerbench.spec import list_drivers, list_suites, list_variants, list_workloads
+
+    for title, names in (("suites", list_suites()), ("workloads", list_workloads()),
+                         ("drivers", list_drivers()), ("variants", list_variants())):
+        print(f"{title}:")
+        for n in names:
+            print(f"  {n}")
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    from brokerbench.spec import SpecError, build_plan, list_suites, load_suite
+
+    bad = 0
+    for name in args.suites or list_suites():
+        try:
+            plan = build_plan(load_suite(name), {})
+            print(f"ok     {name}: {len(plan.items)} measurements")
+        except SpecError as e:
+            bad += 1
+            print(f"error  {e}")
+    return 1 if bad else 0
+
+
+def _latest_run_dir(results_root: Path, dag_id: str, since: float) -> Path | None:
+    base = results_root / "runs" / dag_id
+    if not base.is_dir():
+        return None
+    runs = [p for p in base.iterdir() if p.is_dir() and p.stat().st_mtime >= since - 1]
+    return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
+
+
+def _cmd_bench(args) -> int:
+    from brokerbench.pipeline import default_results_root
+    from brokerbench.spec import SpecError, load_suite
+
+    try:
+        suite = load_suite(args.suite)
+    except SpecError as e:
+        print(f"brokerbench: {e}", file=sys.stderr)
+        return 1
+    dag_id = f"brokerbench_{suite.name}".replace("-", "_")
+    conf = json.loads(args.conf) if args.conf else {}
+    results_root = Path(conf.get("results_root") or default_results_root())
+    log_dir = results_root / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{dag_id}-{time.strftime('%Y%m%dT%H%M%S')}.log"
+    cmd = ["airflow", "dags", "test", dag_id]
+    if conf:
+        cmd += ["-c", json.dumps(conf)]
+    print(f"brokerbench: running {dag_id} on the {conf.get('environment', suite.environment)} environment "
+          f"(full log: {log_path})", flush=True)
+    started = time.time()
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            if args.verbose or _SHOW.search(line):
+                sys.stdout.write(line)
+                sys.stdout.flush()
+        rc = proc.wait()
+    elapsed = time.time() - started
+    run_dir = _latest_run_dir(results_root, dag_id, started)
+    report = run_dir / "report.html" if run_dir else None
+    if run_dir and (run_dir / "summary" / "summary.csv").exists():
+        from brokerbench.report import render_text_summary
+
+        print(render_text_summary(run_dir))
+    print(f"brokerbench: {dag_id} finished in {elapsed:.0f} s with exit code {rc}")
+    if report and report.exists():
+        print(f"brokerbench: summary: {run_dir / 'summary' / 'summary.csv'}")
+        print(f"brokerbench: report:  {report}")
+    else:
+        print(f"brokerbench: no report was written; see {log_path}", file=sys.stderr)
+        return rc or 1
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="brokerbench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list suites, workloads, drivers and variants").set_defaults(fn=_cmd_list)
+    p_val = sub.add_parser("validate", help="validate suites and everything they reference")
+    p_val.add_argument("suites", nargs="*", help="suite names (default: all)")
+    p_val.set_defaults(fn=_cmd_validate)
+    p_bench = sub.add_parser("bench", help="run one suite's DAG now and print its report")
+    p_bench.add_argument("--suite", default="smoke")
+    p_bench.add_argument("--conf", help="params as JSON, e.g. '{\"brokers\": [\"rabbitmq\"]}'")
+    p_bench.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output")
+    p_bench.set_defaults(fn=_cmd_bench)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what brokerbench needs on this machine, idempotently:
+#   - Debian packages (when run as root): rabbitmq-server (local RabbitMQ
+#     broker), a Java runtime (Spark), python3-venv, chrony, openssh-server
+#     (the loopback sshd the aws tests use);
+#   - the project virtualenv with pinned Python packages (requirements.txt,
+#     constraints.txt) and brokerbench itself (editable);
+#   - the Airflow metadata database (SQLite, inside the project).
+# Usage: include/infra/local/bootstrap.sh [VENV_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+VENV=${1:-.venv}
+PYTHON=${PYTHON:-python3}
+
+need_pkgs=()
+command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need_pkgs+=(rabbitmq-server)
+command -v chronyd >/dev/null 2>&1 || [ -x /usr/sbin/chronyd ] || need_pkgs+=(chrony)
+[ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+"$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_pkgs+=(python3-venv)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends "${need_pkgs[@]}" >/dev/null
+    # the Debian package may start services on systems with an init: brokerbench
+    # starts its own nodes on its own ports, so stop the packaged one if it runs
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet rabbitmq-server 2>/dev/null; then
+      systemctl stop rabbitmq-server || true
+    fi
+  else
+    echo "bootstrap: not root, cannot install Debian packages: ${need_pkgs[*]}" >&2
+    echo "bootstrap: install them (sudo apt-get install ${need_pkgs[*]}) and run again" >&2
+  fi
+fi
+
+stamp="$VENV/.brokerbench-installed"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating virtualenv $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "bootstrap: installing Python packages (about 2 minutes the first time)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip wheel
+  "$VENV/bin/python" -m pip install -q -r requirements.txt -c constraints.txt
+  "$VENV/bin/python" -m pip install -q --no-deps -e .
+  touch "$stamp"
+fi
+
+export AIRFLOW_HOME=${AIRFLOW_HOME:-$PWD/.airflow}
+if [ ! -f "$AIRFLOW_HOME/airflow.db" ]; then
+  echo "bootstrap: creating the Airflow database in $AIRFLOW_HOME"
+  mkdir -p "$AIRFLOW_HOME"
+  "$VENV/bin/airflow" db migrate >/dev/null
+fi
+echo "bootstrap: ready"

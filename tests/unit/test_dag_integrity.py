@@ -1,0 +1,91 @@
+"""Every suite becomes a DAG that imports fast and is wired as documented."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+from airflow.sdk import TriggerRule
+
+from brokerbench.dag_factory import build_all_dags
+from brokerbench.spec import list_suites
+
+DAGS = build_all_dags()
+
+
+def test_one_dag_per_suite():
+    assert sorted(DAGS) == sorted(f"brokerbench_{s}".replace("-", "_") for s in list_suites())
+
+
+def test_dag_file_imports_quickly_in_a_fresh_interpreter(tmp_path):
+    code = ("import time; t = time.perf_counter(); import runpy; "
+            "g = runpy.run_path('dags/brokerbench_suites.py'); "
+            "print(time.perf_counter() - t, sum(k.startswith('brokerbench_') for k in g))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    seconds, count = out.stdout.split()[-2:]
+    assert int(count) == len(DAGS)
+    # Airflow's own import is most of this; the factory must not add heavy imports
+    assert float(seconds) < 10, seconds
+    assert "pyspark" not in out.stdout
+
+
+def test_parse_does_not_import_brokers_or_spark():
+    code = ("import runpy, sys; runpy.run_path('dags/brokerbench_suites.py'); "
+            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAGS))
+def test_tags_retries_and_teardown(dag_id):
+    dag = DAGS[dag_id]
+    assert "brokerbench" in dag.tags and len(dag.tags) >= 2
+    for task in dag.tasks:
+        if task.task_id != "setup.validate":
+            assert task.retries >= 1, task.task_id
+    teardown = dag.get_task("teardown")
+    provision = dag.get_task("setup.provision")
+    assert teardown.is_teardown and provision.is_setup
+    assert provision in teardown.upstream_list
+    assert dag.catchup is False and dag.max_active_runs == 1
+
+
+def test_stage_chain_and_trigger_rules():
+    dag = DAGS["brokerbench_smoke"]
+    ids = {t.task_id for t in dag.tasks}
+    for broker in ("kafka", "pulsar", "rabbitmq"):
+        for variant in ("fsync_off", "fsync_on"):
+            g = f"benchmark.{broker}__{variant}"
+            for step in ("deploy", "prepare_topics", "warmup", "measure", "undeploy"):
+                assert f"{g}.{step}" in ids
+            assert dag.get_task(f"{g}.undeploy").trigger_rule == TriggerRule.ALL_DONE
+            assert dag.get_task(f"{g}.warmup").downstream_task_ids == {f"{g}.measure"}
+    assert dag.get_task("analysis.aggregate").trigger_rule == TriggerRule.ALL_DONE
+    assert "analysis.report" in dag.get_task("analysis.aggregate").downstream_task_ids
+
+
+@pytest.mark.parametrize("conf, field", [
+    ({"brokers": ["activemq"]}, "brokers"),
+    ({"test_duration_minutes": 0}, "test_duration_minutes"),
+    ({"rate_override_msg_s": -5}, "rate_override_msg_s"),
+    ({"environment": "gcp"}, "environment"),
+    ({"variants": []}, "variants"),
+])
+def test_bad_params_are_refused_naming_the_field(conf, field):
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = ParamsDict(DAGS["brokerbench_smoke"].params)
+    with pytest.raises(ParamValidationError, match=f"param {field}"):
+        params.update(conf)
+        params.validate()
+
+
+def test_default_params_are_valid():
+    from airflow.sdk.definitions.param import ParamsDict
+
+    resolved = ParamsDict(DAGS["brokerbench_smoke"].params).validate()
+    assert resolved["brokers"] == ["kafka", "pulsar", "rabbitmq"]
+    assert resolved["variants"] == ["fsync-off", "fsync-on"]
