@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from brokerbench import pipeline
@@ -151,10 +151,25 @@ class AggregateResultsOperator(SparkSubmitOperator):
         return super().execute(context)
 
 
+class ReportLink(BaseOperatorLink):
+    """The "Report" button of the report task: the report.html it wrote."""
+
+    name = "Report"
+
+    def get_link(self, operator, *, ti_key):
+        from airflow.sdk.execution_time.xcom import XCom
+
+        path = XCom.get_value(ti_key=ti_key, key="return_value")
+        if not path:
+            return ""
+        return str(path) if "://" in str(path) else f"file://{path}"
+
+
 class ReportOperator(BrokerbenchStepOperator):
     """Writes report.html (table, charts, provenance) and logs a text summary."""
 
     ui_color = "#d6eaf8"
+    operator_extra_links = (ReportLink(),)
 
     def step(self, ctx):
         return pipeline.report(ctx)

@@ -1,0 +1,36 @@
+# brokerbench Airflow image: Airflow 3.3 with the amazon, apache-spark and ssh
+# providers, a Java runtime for Spark (spark-submit runs the aggregation job
+# inside the worker container in local mode, or submits to the cluster the
+# `brokerbench_spark` connection names), and the brokerbench package.
+#
+#   docker build -t brokerbench:0.1.0 .
+#
+# The base image's Python (3.11) matches the pinned constraints.txt.
+FROM apache/airflow:3.3.2-python3.11
+
+USER root
+# Java for spark-submit; rabbitmq-server, chrony and openssh-client for the
+# `local` environment (brokers as processes inside the container) and SSH.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      openjdk-17-jre-headless rabbitmq-server chrony openssh-client procps \
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
+ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
+    SPARK_LOCAL_IP=127.0.0.1
+
+USER airflow
+WORKDIR /opt/brokerbench
+COPY --chown=airflow:root requirements.txt constraints.txt pyproject.toml README.md ./
+RUN pip install --no-cache-dir -r requirements.txt -c constraints.txt
+COPY --chown=airflow:root include/ include/
+COPY --chown=airflow:root spark_jobs/ spark_jobs/
+COPY --chown=airflow:root dags/ dags/
+COPY --chown=airflow:root plugins/ plugins/
+RUN pip install --no-cache-dir --no-deps -e .
+
+ENV AIRFLOW__CORE__DAGS_FOLDER=/opt/brokerbench/dags \
+    AIRFLOW__CORE__PLUGINS_FOLDER=/opt/brokerbench/plugins \
+    AIRFLOW__CORE__LOAD_EXAMPLES=False \
+    BROKERBENCH_HOME=/opt/airflow/brokerbench \
+    BROKERBENCH_RESULTS_ROOT=/opt/airflow/brokerbench/results \
+    AIRFLOW_CONN_BROKERBENCH_SPARK='{"conn_type": "spark", "host": "local[*]"}'
