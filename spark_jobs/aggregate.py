@@ -1,0 +1,633 @@
+"""Aggregate one brokerbench run: merge worker histograms, write summary tables.
+
+Run with any spark-submit (no Airflow, no brokerbench import needed)::
+
+    SPARK_LOCAL_IP=127.0.0.1 spark-submit --master local[2] spark_jobs/aggregate.py \
+        --run-dir /path/to/results/runs/<dag_id>/<run_id>
+
+``--run-dir`` may also be an ``s3a://`` (or ``s3://``) URI: it is handed to the
+Spark readers and writers and to the Hadoop FileSystem API unchanged.
+
+Input is ``<run-dir>/raw/<workload>/<driver>/<variant>/<phase>/<worker>.jsonl``
+in the format of docs/results-format.md; only phase ``measure`` is summarised.
+Histograms are merged exactly (bucket counts added per bucket key) and every
+percentile is read from a merged histogram: percentiles are never averaged.
+
+Outputs in ``<run-dir>/summary/``: ``summary.parquet`` (a Spark parquet
+dataset), ``summary.csv``, ``timeseries.csv`` and
+``omb/<workload>__<driver>__<variant>.json``. docs/aggregation-and-report.md
+lists every column and its unit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import sys
+from typing import Any, Iterable, Sequence
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+#: identity of one summary row
+COMBO = ["workload", "broker", "driver", "variant"]
+
+#: histogram field in the worker file -> (column prefix, unit suffix, divisor from µs)
+METRICS = {
+    "publish_latency_us": ("publish_latency", "ms", 1000.0),
+    "e2e_latency_us": ("e2e_latency", "ms", 1000.0),
+    "publish_delay_us": ("publish_delay", "us", 1.0),
+}
+
+#: percentiles of the summary columns and OMB per-interval lists: (column label, percentile)
+STANDARD_PERCENTILES = [("p50", 50.0), ("p75", 75.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9), ("p9999", 99.99)]
+
+#: percentiles of the OMB quantile maps (100 is the exact maximum)
+QUANTILE_MAP_PERCENTILES = [
+    1.0, 5.0, 10.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 70.0, 75.0, 80.0, 90.0, 95.0, 97.5,
+    99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
+]
+
+# -- input schema ----------------------------------------------------------------
+
+HISTOGRAM = T.StructType([
+    T.StructField("count", T.LongType()),
+    T.StructField("sum", T.LongType()),
+    T.StructField("min", T.LongType()),
+    T.StructField("max", T.LongType()),
+    T.StructField("overflow", T.LongType()),
+    T.StructField("negative", T.LongType()),
+    T.StructField("max_value", T.LongType()),
+    T.StructField("buckets", T.ArrayType(T.LongType())),
+    T.StructField("counts", T.ArrayType(T.LongType())),
+])
+
+#: union of the fields of the three record types; unknown fields are ignored
+RECORD = T.StructType([
+    T.StructField("record", T.StringType()),
+    T.StructField("format_version", T.LongType()),
+    # meta
+    T.StructField("workload", T.StringType()),
+    T.StructField("driver", T.StringType()),
+    T.StructField("broker", T.StringType()),
+    T.StructField("variant", T.StringType()),
+    T.StructField("phase", T.StringType()),
+    T.StructField("worker", T.StringType()),
+    T.StructField("host", T.StringType()),
+    T.StructField("interval_s", T.DoubleType()),
+    T.StructField("target_rate_msg_s", T.DoubleType()),
+    T.StructField("message_size_bytes", T.LongType()),
+    T.StructField("topics", T.LongType()),
+    T.StructField("partitions_per_topic", T.LongType()),
+    T.StructField("producers", T.LongType()),
+    T.StructField("consumers", T.LongType()),
+    T.StructField("client_library", T.StringType()),
+    T.StructField("client_library_version", T.StringType()),
+    T.StructField("brokerbench_version", T.StringType()),
+    # meta (phase start), interval (bounds), end (end time)
+    T.StructField("start_ns", T.LongType()),
+    T.StructField("end_ns", T.LongType()),
+    # interval
+    T.StructField("index", T.LongType()),
+    T.StructField("sent", T.LongType()),
+    T.StructField("acked", T.LongType()),
+    T.StructField("send_errors", T.LongType()),
+    T.StructField("received", T.LongType()),
+    T.StructField("backlog", T.LongType()),
+    T.StructField("publish_latency_us", HISTOGRAM),
+    T.StructField("publish_delay_us", HISTOGRAM),
+    T.StructField("e2e_latency_us", HISTOGRAM),
+    # end
+    T.StructField("status", T.StringType()),
+    T.StructField("error", T.StringType()),
+    T.StructField("cpu_percent", T.DoubleType()),
+])
+
+PROVENANCE = T.StructType([
+    T.StructField("implementation", T.StringType()),
+    T.StructField("version", T.StringType()),
+    T.StructField("durability", T.StructType([
+        T.StructField("variant", T.StringType()),
+        T.StructField("honoured", T.BooleanType()),
+        T.StructField("note", T.StringType()),
+        # a JSON object read into a string column keeps its JSON text
+        T.StructField("settings", T.StringType()),
+    ])),
+])
+
+
+class NoMeasuredData(Exception):
+    """The run directory holds no measured interval at all."""
+
+
+# -- file system helpers (local paths and any Hadoop file system) -------------------
+
+
+def _is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+def _local_path(uri: str) -> str:
+    return uri[len("file://"):] if uri.startswith("file://") else uri
+
+
+def _hadoop_path(spark: SparkSession, uri: str):
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def glob_files(spark: SparkSession, pattern: str) -> list[str]:
+    """The files a glob matches (sorted URIs; empty when none)."""
+    path, fs = _hadoop_path(spark, pattern)
+    statuses = fs.globStatus(path)
+    if statuses is None:
+        return []
+    return sorted(str(s.getPath().toString()) for s in statuses if s.isFile())
+
+
+def write_text(spark: SparkSession, uri: str, text: str) -> None:
+    """Write a small text file: plain Python for local paths, Hadoop FS otherwise."""
+    if _is_local(uri):
+        local = _local_path(uri)
+        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+        with open(local, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        return
+    path, fs = _hadoop_path(spark, uri)
+    out = fs.create(path, True)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    finally:
+        out.close()
+
+
+# -- reading -------------------------------------------------------------------------
+
+
+def read_worker_records(spark: SparkSession, run_dir: str) -> DataFrame:
+    """All worker records of the run, each with the file it came from."""
+    pattern = f"{run_dir}/raw/*/*/*/*/*.jsonl"
+    paths = glob_files(spark, pattern)
+    if not paths:
+        raise NoMeasuredData(f"no worker files match {pattern}")
+    return (
+        spark.read.schema(RECORD)
+        .option("mode", "PERMISSIVE")  # a line cut short by a killed worker is skipped
+        .json(paths)
+        .withColumn("file", F.input_file_name())
+    )
+
+
+def read_provenance(spark: SparkSession, run_dir: str) -> DataFrame | None:
+    """provenance/<broker>__<variant>.json as (broker, variant, provenance columns)."""
+    paths = glob_files(spark, f"{run_dir}/provenance/*__*.json")
+    if not paths:
+        return None
+    name = r"([^/]+)__([^/]+)\.json$"
+    return (
+        spark.read.schema(PROVENANCE)
+        .option("multiLine", True)
+        .json(paths)
+        .withColumn("file", F.input_file_name())
+        .select(
+            F.regexp_extract("file", name, 1).alias("broker"),
+            F.regexp_extract("file", name, 2).alias("variant"),
+            F.col("implementation").alias("broker_implementation"),
+            F.col("version").alias("broker_version"),
+            F.col("durability.honoured").alias("durability_honoured"),
+            F.col("durability.note").alias("durability_note"),
+            # compact the JSON text of the settings object onto one line
+            F.regexp_replace(F.col("durability.settings"), r"\s*\n\s*", " ").alias("durability_settings"),
+        )
+    )
+
+
+# -- histogram merge -----------------------------------------------------------------
+
+
+def _pct_col(index: int) -> str:
+    return f"q{index}"
+
+
+def merge_histograms(intervals: DataFrame, keys: Sequence[str], percentiles: Sequence[float]) -> DataFrame:
+    """Merge the three histograms per ``keys`` and read percentiles from the merge.
+
+    Returns one row per ``keys`` x metric with columns count, sum, min, max,
+    overflow, negative and ``q<i>`` = value at ``percentiles[i]`` (µs). The
+    value at percentile p is the smallest bucket key whose cumulative count
+    reaches ceil(p/100 x count), capped at the exact maximum; 100 gives the
+    exact maximum (HdrHistogram semantics, as brokerbench.histogram).
+    """
+    keys = list(keys)
+    long = None
+    for metric in METRICS:
+        part = intervals.select(*keys, F.lit(metric).alias("metric"), F.col(metric).alias("h"))
+        long = part if long is None else long.unionByName(part)
+    group = keys + ["metric"]
+
+    scalars = long.groupBy(*group).agg(
+        F.sum("h.sum").alias("sum"),
+        F.min("h.min").alias("min"),
+        F.max("h.max").alias("max"),
+        F.coalesce(F.sum("h.overflow"), F.lit(0)).alias("overflow"),
+        F.coalesce(F.sum("h.negative"), F.lit(0)).alias("negative"),
+    )
+
+    buckets = (
+        long.select(*group, F.col("h.buckets").alias("buckets"), F.col("h.counts").alias("counts"))
+        .select(*group, F.explode(F.arrays_zip("buckets", "counts")).alias("b"))
+        .select(*group, F.col("b.buckets").alias("bucket"), F.col("b.counts").alias("n"))
+        .groupBy(*group, "bucket")
+        .agg(F.sum("n").alias("n"))
+    )
+    cumulative = Window.partitionBy(*group).orderBy("bucket").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = Window.partitionBy(*group)
+    ranked = buckets.withColumn("cum", F.sum("n").over(cumulative)).withColumn("total", F.sum("n").over(whole))
+
+    pct_aggs = [F.first("total").alias("count")]
+    for i, p in enumerate(percentiles):
+        if p >= 100:
+            continue  # the exact maximum, below
+        rank = F.greatest(F.lit(1), F.ceil(F.lit(p / 100.0) * F.col("total")))
+        pct_aggs.append(F.min(F.when(F.col("cum") >= rank, F.col("bucket"))).alias(_pct_col(i)))
+    pcts = ranked.groupBy(*group).agg(*pct_aggs)
+
+    merged = scalars.join(pcts, on=group, how="left").withColumn("count", F.coalesce("count", F.lit(0)))
+    out = [*group, "count", "sum", "min", "max", "overflow", "negative"]
+    for i, p in enumerate(percentiles):
+        if p >= 100:
+            merged = merged.withColumn(_pct_col(i), F.col("max"))
+        else:
+            # a bucket's key may exceed the exact maximum: never report more
+            merged = merged.withColumn(_pct_col(i), F.least(F.col(_pct_col(i)), F.col("max")))
+        out.append(_pct_col(i))
+    return merged.select(*out)
+
+
+def widen(stats: DataFrame, keys: Sequence[str], percentiles: Sequence[tuple[str, float]]) -> DataFrame:
+    """One column per metric x statistic, in the metric's reporting unit."""
+    wide = None
+    for metric, (prefix, unit, divisor) in METRICS.items():
+        m = stats.filter(F.col("metric") == metric)
+        cols = [
+            F.when(F.col("count") > 0, F.col("sum") / F.col("count") / divisor).alias(f"{prefix}_avg_{unit}"),
+            (F.col("min") / divisor).alias(f"{prefix}_min_{unit}"),
+        ]
+        for i, (label, _) in enumerate(percentiles):
+            cols.append((F.col(_pct_col(i)) / divisor).alias(f"{prefix}_{label}_{unit}"))
+        cols += [
+            (F.col("max") / divisor).alias(f"{prefix}_max_{unit}"),
+            F.col("count").alias(f"{prefix}_count"),
+            F.col("overflow").alias(f"{prefix}_overflow_count"),
+            F.col("negative").alias(f"{prefix}_negative_count"),
+        ]
+        part = m.select(*keys, *cols)
+        wide = part if wide is None else wide.join(part, on=list(keys), how="full_outer")
+    return wide
+
+
+# -- the aggregation -----------------------------------------------------------------
+
+
+def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
+    """Compute summary, timeseries and OMB documents; returns collected rows."""
+    records = read_worker_records(spark, run_dir)
+
+    meta = (
+        records.filter(F.col("record") == "meta")
+        .filter(F.col("phase") == "measure")
+        .select(
+            "file", *COMBO, "worker", "host", "interval_s", "target_rate_msg_s", "message_size_bytes",
+            "topics", "partitions_per_topic", "producers", "consumers", "client_library",
+            "client_library_version", "brokerbench_version", F.col("start_ns").alias("phase_start_ns"),
+        )
+        .cache()
+    )
+    ends = records.filter(F.col("record") == "end").select(
+        "file", F.col("status").alias("end_status"), F.col("error").alias("end_error"), "cpu_percent",
+    )
+    intervals = (
+        records.filter(F.col("record") == "interval")
+        .select("file", "index", "start_ns", "end_ns", "sent", "acked", "send_errors", "received", "backlog",
+                *METRICS.keys())
+        .join(meta.select("file", *COMBO, "worker"), on="file", how="inner")
+        .cache()
+    )
+    if intervals.limit(1).count() == 0:
+        raise NoMeasuredData(f"no interval records of phase 'measure' under {run_dir}/raw")
+
+    # -- per worker file: how it ended ------------------------------------------------
+    files = meta.join(ends, on="file", how="left").withColumn(
+        "problem",
+        F.when(F.col("end_status").isNull(),
+               F.concat(F.lit("worker "), F.col("worker"), F.lit(" has no end record")))
+        .when(F.col("end_status") != "ok",
+              F.concat(F.lit("worker "), F.col("worker"), F.lit(" ended with "), F.col("end_status"),
+                       F.lit(": "), F.coalesce(F.col("end_error"), F.lit("no error message")))),
+    )
+    identity = files.groupBy(*COMBO).agg(
+        F.countDistinct("worker").alias("workers"),
+        F.concat_ws(",", F.array_sort(F.collect_set("client_library"))).alias("client_library"),
+        F.concat_ws(",", F.array_sort(F.collect_set("client_library_version"))).alias("client_library_version"),
+        F.concat_ws(",", F.array_sort(F.collect_set("brokerbench_version"))).alias("brokerbench_version"),
+        F.concat_ws(",", F.array_sort(F.collect_set("host"))).alias("client_hosts"),
+        F.sum("target_rate_msg_s").alias("target_rate_msg_s"),
+        F.max("message_size_bytes").alias("message_size_bytes"),
+        F.max("interval_s").alias("interval_s"),
+        F.max("topics").alias("topics"),
+        F.max("partitions_per_topic").alias("partitions_per_topic"),
+        F.sum("producers").alias("producers"),
+        F.sum("consumers").alias("consumers"),
+        F.max("cpu_percent").alias("client_cpu_max_percent"),
+        F.min("phase_start_ns").alias("phase_start_ns"),
+        F.array_sort(F.collect_list("problem")).alias("problems"),  # collect_list drops nulls
+    ).withColumn(
+        "status",
+        F.when(F.size("problems") == 0, F.lit("ok"))
+        .otherwise(F.concat(F.lit("partial: "), F.concat_ws("; ", "problems"))),
+    ).drop("problems")
+
+    # -- counters -------------------------------------------------------------------
+    last_interval = Window.partitionBy("file").orderBy(F.col("index").desc())
+    backlog_end = (
+        intervals.withColumn("rn", F.row_number().over(last_interval))
+        .filter(F.col("rn") == 1)
+        .groupBy(*COMBO)
+        .agg(F.sum("backlog").alias("backlog_end_msgs"))
+    )
+    counters = intervals.groupBy(*COMBO).agg(
+        F.countDistinct("index").alias("intervals"),
+        ((F.max("end_ns") - F.min("start_ns")) / 1e9).alias("measured_seconds"),
+        F.sum("sent").alias("messages_sent"),
+        F.sum("acked").alias("messages_acked"),
+        F.sum("received").alias("messages_received"),
+        F.sum("send_errors").alias("send_errors"),
+    ).join(backlog_end, on=COMBO, how="left")
+
+    def rate(col: str) -> F.Column:
+        return F.when(F.col("measured_seconds") > 0, F.col(col) / F.col("measured_seconds"))
+
+    # -- latency ----------------------------------------------------------------------
+    quantile_pcts = sorted({p for _, p in STANDARD_PERCENTILES} | set(QUANTILE_MAP_PERCENTILES))
+    combo_stats = merge_histograms(intervals, COMBO, quantile_pcts).cache()
+    standard_index = {p: quantile_pcts.index(p) for _, p in STANDARD_PERCENTILES}
+    combo_std = combo_stats.select(
+        *COMBO, "metric", "count", "sum", "min", "max", "overflow", "negative",
+        *[F.col(_pct_col(standard_index[p])).alias(_pct_col(i)) for i, (_, p) in enumerate(STANDARD_PERCENTILES)],
+    )
+    latency = widen(combo_std, COMBO, STANDARD_PERCENTILES)
+
+    provenance = read_provenance(spark, run_dir)
+    summary = identity.join(counters, on=COMBO, how="left").join(latency, on=COMBO, how="left")
+    if provenance is not None:
+        summary = summary.join(provenance, on=["broker", "variant"], how="left")
+    else:
+        for name, dtype in (("broker_implementation", "string"), ("broker_version", "string"),
+                            ("durability_honoured", "boolean"), ("durability_note", "string"),
+                            ("durability_settings", "string")):
+            summary = summary.withColumn(name, F.lit(None).cast(dtype))
+
+    summary = summary.select(
+        *COMBO,
+        "broker_implementation", "broker_version",
+        "durability_honoured", "durability_note", "durability_settings",
+        "client_library", "client_library_version", "brokerbench_version", "client_hosts",
+        "message_size_bytes", "topics", "partitions_per_topic", "producers", "consumers",
+        "target_rate_msg_s",
+        rate("messages_acked").alias("publish_rate_msg_s"),
+        rate("messages_sent").alias("send_rate_msg_s"),
+        rate("messages_received").alias("consume_rate_msg_s"),
+        rate("send_errors").alias("publish_error_rate_msg_s"),
+        "measured_seconds", "interval_s", "workers", "intervals",
+        "messages_sent", "messages_acked", "messages_received", "send_errors", "backlog_end_msgs",
+        *[f"{prefix}_{stat}_{unit}"
+          for prefix, unit, _ in METRICS.values()
+          for stat in ["avg", "min", *[label for label, _ in STANDARD_PERCENTILES], "max"]],
+        *[f"{prefix}_count" for prefix, _, _ in METRICS.values()],
+        F.coalesce(F.col("e2e_latency_negative_count"), F.lit(0)).alias("e2e_negative_count"),
+        sum((F.coalesce(F.col(f"{prefix}_overflow_count"), F.lit(0)) for prefix, _, _ in METRICS.values()),
+            F.lit(0)).alias("latency_overflow_count"),
+        "client_cpu_max_percent",
+        "status",
+    ).orderBy(*COMBO)
+
+    # -- per interval -------------------------------------------------------------------
+    interval_keys = COMBO + ["index"]
+    interval_counters = intervals.groupBy(*interval_keys).agg(
+        F.countDistinct("worker").alias("workers"),
+        F.min("start_ns").alias("start_ns"),
+        ((F.max("end_ns") - F.min("start_ns")) / 1e9).alias("interval_seconds"),
+        F.sum("sent").alias("sent"),
+        F.sum("acked").alias("acked"),
+        F.sum("received").alias("received"),
+        F.sum("send_errors").alias("send_errors"),
+        F.sum("backlog").alias("backlog_msgs"),
+    )
+    interval_latency = widen(
+        merge_histograms(intervals, interval_keys, [p for _, p in STANDARD_PERCENTILES]),
+        interval_keys, STANDARD_PERCENTILES,
+    )
+
+    def interval_rate(col: str) -> F.Column:
+        return F.when(F.col("interval_seconds") > 0, F.col(col) / F.col("interval_seconds"))
+
+    latency_cols = [
+        f"{prefix}_{stat}_{unit}"
+        for prefix, unit, _ in METRICS.values()
+        for stat in ["avg", *[label for label, _ in STANDARD_PERCENTILES], "max"]
+    ]
+    timeseries = (
+        interval_counters.join(identity.select(*COMBO, "phase_start_ns"), on=COMBO, how="left")
+        .join(interval_latency, on=interval_keys, how="left")
+        .select(
+            *COMBO,
+            F.col("index").alias("interval_index"),
+            ((F.col("start_ns") - F.coalesce("phase_start_ns", "start_ns")) / 1e9).alias("interval_start_s"),
+            "interval_seconds",
+            "workers",
+            interval_rate("acked").alias("publish_rate_msg_s"),
+            interval_rate("sent").alias("send_rate_msg_s"),
+            interval_rate("received").alias("consume_rate_msg_s"),
+            interval_rate("send_errors").alias("publish_error_rate_msg_s"),
+            "backlog_msgs",
+            *latency_cols,
+        )
+        .orderBy(*COMBO, "interval_index")
+    )
+
+    summary = summary.cache()
+    return {
+        "summary_df": summary,
+        "summary": [r.asDict() for r in summary.collect()],
+        "timeseries": [r.asDict() for r in timeseries.collect()],
+        "quantiles": [r.asDict() for r in combo_stats.collect()],
+        "quantile_pcts": quantile_pcts,
+    }
+
+
+# -- OMB result documents ----------------------------------------------------------------
+
+OMB_SUFFIXES = [("avg", "Avg"), ("p50", "50pct"), ("p75", "75pct"), ("p95", "95pct"), ("p99", "99pct"),
+                ("p999", "999pct"), ("p9999", "9999pct"), ("max", "Max")]
+OMB_METRICS = [("publish_latency", "ms", "publishLatency", "PublishLatency"),
+               ("publish_delay", "us", "publishDelayLatency", "PublishDelayLatency"),
+               ("e2e_latency", "ms", "endToEndLatency", "EndToEndLatency")]
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe value: NaN and infinities become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def omb_document(row: dict, series: list[dict], quantiles: list[dict], quantile_pcts: Sequence[float]) -> dict:
+    """The OMB result JSON of one workload x driver x variant (units as OMB: ms, delay µs)."""
+    topics = row["topics"] or 0
+    doc: dict[str, Any] = {
+        "workload": row["workload"],
+        "driver": row["driver"],
+        "broker": row["broker"],
+        "variant": row["variant"],
+        "brokerImplementation": row["broker_implementation"],
+        "brokerVersion": row["broker_version"],
+        "durabilityHonoured": row["durability_honoured"],
+        "status": row["status"],
+        "messageSize": row["message_size_bytes"],
+        "topics": topics,
+        "partitions": row["partitions_per_topic"],
+        "producersPerTopic": (row["producers"] or 0) // topics if topics else 0,
+        "consumersPerTopic": (row["consumers"] or 0) // topics if topics else 0,
+        "targetRate": row["target_rate_msg_s"],
+        "intervalSeconds": row["interval_s"],
+        "publishRate": [_clean(s["publish_rate_msg_s"]) for s in series],
+        "publishErrorRate": [_clean(s["publish_error_rate_msg_s"]) for s in series],
+        "consumeRate": [_clean(s["consume_rate_msg_s"]) for s in series],
+        "backlog": [s["backlog_msgs"] for s in series],
+    }
+    for prefix, unit, name, agg_name in OMB_METRICS:
+        for stat, suffix in OMB_SUFFIXES:
+            doc[f"{name}{suffix}"] = [_clean(s[f"{prefix}_{stat}_{unit}"]) for s in series]
+        for stat, suffix in OMB_SUFFIXES:
+            doc[f"aggregated{agg_name}{suffix}"] = _clean(row[f"{prefix}_{stat}_{unit}"])
+    for metric, (prefix, unit, divisor) in METRICS.items():
+        name = {"publish_latency": "PublishLatency", "e2e_latency": "EndToEndLatency",
+                "publish_delay": "PublishDelayLatency"}[prefix]
+        q = next((x for x in quantiles if x["metric"] == metric), None)
+        values = {}
+        if q is not None and q["count"]:
+            for i, p in enumerate(quantile_pcts):
+                v = q[_pct_col(i)]
+                values[repr(float(p))] = None if v is None else v / divisor
+        doc[f"aggregated{name}Quantiles"] = values
+    return doc
+
+
+# -- output ------------------------------------------------------------------------------
+
+
+def _csv_text(rows: list[dict], columns: Sequence[str]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: ("" if row.get(c) is None else row.get(c)) for c in columns})
+    return buf.getvalue()
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "-"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+TEXT_COLUMNS = [
+    "workload", "broker", "variant", "target_rate_msg_s", "publish_rate_msg_s", "consume_rate_msg_s",
+    "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_avg_ms", "e2e_latency_p99_ms",
+    "publish_delay_p99_us", "durability_honoured", "status",
+]
+
+
+def text_table(rows: Iterable[dict], columns: Sequence[str] = TEXT_COLUMNS) -> str:
+    """A plain-text table (for task logs)."""
+    body = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(line[i]) for line in body]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in body]
+    return "\n".join(lines)
+
+
+def write_outputs(spark: SparkSession, run_dir: str, result: dict) -> str:
+    out = f"{run_dir.rstrip('/')}/summary"
+    summary_df: DataFrame = result["summary_df"]
+    summary_df.coalesce(1).write.mode("overwrite").parquet(f"{out}/summary.parquet")
+    write_text(spark, f"{out}/summary.csv", _csv_text(result["summary"], summary_df.columns))
+
+    ts_rows = result["timeseries"]
+    ts_columns = list(ts_rows[0].keys()) if ts_rows else []
+    write_text(spark, f"{out}/timeseries.csv", _csv_text(ts_rows, ts_columns))
+
+    for row in result["summary"]:
+        key = tuple(row[k] for k in COMBO)
+        series = [s for s in ts_rows if tuple(s[k] for k in COMBO) == key]
+        quantiles = [q for q in result["quantiles"] if tuple(q[k] for k in COMBO) == key]
+        doc = omb_document(row, series, quantiles, result["quantile_pcts"])
+        name = f"{row['workload']}__{row['driver']}__{row['variant']}.json"
+        write_text(spark, f"{out}/omb/{name}", json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    return out
+
+
+def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
+    return (
+        SparkSession.builder.appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Aggregate one brokerbench run (merge histograms, write summary).")
+    parser.add_argument("--run-dir", required=True,
+                        help="the run directory: local path, file://, s3a:// or s3:// URI")
+    args = parser.parse_args(argv)
+    run_dir = args.run_dir.rstrip("/")
+
+    spark = build_session()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        try:
+            result = aggregate(spark, run_dir)
+        except NoMeasuredData as exc:
+            print(f"brokerbench aggregate: no measured data: {exc}", file=sys.stderr)
+            return 2
+        out = write_outputs(spark, run_dir, result)
+        print(f"brokerbench aggregate: {len(result['summary'])} summary rows, "
+              f"{len(result['timeseries'])} interval rows -> {out}")
+        print(text_table(result["summary"]))
+        partial = [r for r in result["summary"] if r["status"] != "ok"]
+        for r in partial:
+            print(f"WARNING {r['workload']} {r['broker']} {r['variant']}: {r['status']}")
+        return 0
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""Synthetic worker result files in the documented format (docs/results-format.md).
+
+Tests build run directories from *raw* samples so they know the exact truth the
+aggregation must reproduce: histograms are made with
+:class:`brokerbench.histogram.LogHistogram` from the raw values, exactly as the
+worker does.
+
+Two levels:
+
+- :func:`write_worker_file` writes one ``<worker>.jsonl`` from a meta dict and
+  a list of interval dicts that carry raw value lists.
+- :func:`build_synthetic_run` writes a whole run directory (several brokers,
+  variants, workers, intervals, a warm-up phase, provenance, plan.json) and
+  returns the raw truth per combination.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from brokerbench.histogram import LogHistogram
+
+HISTOGRAM_FIELDS = ("publish_latency_us", "publish_delay_us", "e2e_latency_us")
+COUNTER_FIELDS = ("sent", "acked", "send_errors", "received", "backlog")
+
+_DEFAULT_END = object()
+
+
+def histogram_dict(values: Sequence[int] | np.ndarray) -> dict:
+    """The serialised histogram of raw values (the worker's own conversion)."""
+    return LogHistogram.from_values(np.asarray(values, dtype=np.int64)).to_dict()
+
+
+def default_meta(**overrides: Any) -> dict:
+    meta = {
+        "record": "meta",
+        "format_version": 1,
+        "workload": "1-topic-1-partition-1kb",
+        "driver": "kafka-latency",
+        "broker": "kafka",
+        "variant": "default",
+        "phase": "measure",
+        "worker": "client1-0",
+        "host": "client1",
+        "interval_s": 10,
+        "target_rate_msg_s": 1000,
+        "message_size_bytes": 1024,
+        "topics": 1,
+        "partitions_per_topic": 1,
+        "producers": 1,
+        "consumers": 1,
+        "client_library": "kafka-python",
+        "client_library_version": "3.0.12",
+        "brokerbench_version": "0.1.0",
+        "start_ns": 1_700_000_000_000_000_000,
+    }
+    meta.update(overrides)
+    return meta
+
+
+def write_worker_file(
+    path: str | Path,
+    meta: Mapping[str, Any],
+    intervals: Iterable[Mapping[str, Any]],
+    end: Mapping[str, Any] | None | object = _DEFAULT_END,
+) -> Path:
+    """Write one worker's JSON Lines file.
+
+    ``meta``: the meta record's fields (``record`` is added). ``intervals``:
+    dicts with ``index``, ``start_ns``, ``end_ns``, the counters (default 0)
+    and, for each histogram field, a list of raw integer values (µs).
+    ``end``: the end record's fields; default ``{"status": "ok"}``; ``None``
+    writes no end record (a worker that was killed).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [dict(meta, record="meta")]
+    last_end_ns = meta.get("start_ns", 0)
+    for interval in intervals:
+        rec: dict[str, Any] = {"record": "interval"}
+        rec["index"] = interval["index"]
+        rec["start_ns"] = interval["start_ns"]
+        rec["end_ns"] = interval["end_ns"]
+        last_end_ns = interval["end_ns"]
+        for counter in COUNTER_FIELDS:
+            rec[counter] = int(interval.get(counter, 0))
+        for hist in HISTOGRAM_FIELDS:
+            rec[hist] = histogram_dict(interval.get(hist, []))
+        lines.append(rec)
+    if end is _DEFAULT_END:
+        end = {"status": "ok"}
+    if end is not None:
+        end_rec = {"record": "end", "end_ns": last_end_ns + 1_000_000, "status": "ok", "error": None, "cpu_percent": 42.0}
+        end_rec.update(end)  # type: ignore[arg-type]
+        lines.append(end_rec)
+    with path.open("w") as fh:
+        for line in lines:
+            fh.write(json.dumps(line) + "\n")
+    return path
+
+
+# -- whole synthetic runs --------------------------------------------------------
+
+
+@dataclass
+class ComboTruth:
+    """Raw truth of one workload x broker x driver x variant (measured phase only)."""
+
+    workload: str
+    broker: str
+    driver: str
+    variant: str
+    samples: dict[str, list[np.ndarray]] = field(default_factory=lambda: {h: [] for h in HISTOGRAM_FIELDS})
+    #: per interval index: per histogram field, the raw values of all workers
+    interval_samples: dict[int, dict[str, list[np.ndarray]]] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=lambda: {c: 0 for c in COUNTER_FIELDS})
+    interval_counters: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: backlog of each worker's last interval, summed
+    backlog_end: int = 0
+    starts_ns: list[int] = field(default_factory=list)
+    ends_ns: list[int] = field(default_factory=list)
+    interval_bounds: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    phase_start_ns: int = 0
+    target_rate_msg_s: float = 0.0
+    workers: int = 0
+    partial_workers: list[str] = field(default_factory=list)
+
+    def values(self, hist: str) -> np.ndarray:
+        return np.concatenate(self.samples[hist]) if self.samples[hist] else np.array([], dtype=np.int64)
+
+    def interval_values(self, index: int, hist: str) -> np.ndarray:
+        return np.concatenate(self.interval_samples[index][hist])
+
+    @property
+    def measured_seconds(self) -> float:
+        return (max(self.ends_ns) - min(self.starts_ns)) / 1e9
+
+    def interval_seconds(self, index: int) -> float:
+        bounds = self.interval_bounds[index]
+        return (max(e for _, e in bounds) - min(s for s, _ in bounds)) / 1e9
+
+
+BROKER_DRIVERS = {"kafka": "kafka-latency", "pulsar": "pulsar-latency", "rabbitmq": "rabbitmq-latency"}
+BROKER_CLIENTS = {
+    "kafka": ("kafka-python", "3.0.12"),
+    "pulsar": ("pulsar-client", "3.13.0"),
+    "rabbitmq": ("pika", "1.4.4"),
+}
+
+
+def build_synthetic_run(
+    run_dir: str | Path,
+    brokers: Sequence[str] = ("kafka", "pulsar"),
+    variants: Sequence[str] = ("default", "fsync"),
+    workers: int = 2,
+    intervals: int = 3,
+    warmup_intervals: int = 2,
+    workload: str = "1-topic-16-partitions-1kb",
+    samples_per_interval: int = 400,
+    interval_s: int = 10,
+    seed: int = 7,
+    killed: Sequence[tuple[str, str, int]] = (),
+    not_honoured: Mapping[tuple[str, str], str] | None = None,
+    write_provenance: bool = True,
+) -> dict[tuple[str, str, str, str], ComboTruth]:
+    """Write a synthetic run directory and return the raw truth per combination.
+
+    ``killed``: (broker, variant, worker number) whose measure file has no end
+    record. ``not_honoured``: (broker, variant) -> note, written into the
+    provenance with ``honoured: false``. Warm-up files carry much larger
+    latencies (x1000) so a test notices if they leak into the summary.
+    """
+    run_dir = Path(run_dir)
+    rng = np.random.default_rng(seed)
+    not_honoured = dict(not_honoured or {})
+    base_ns = 1_700_000_000_000_000_000
+    truth: dict[tuple[str, str, str, str], ComboTruth] = {}
+    interval_ns = interval_s * 1_000_000_000
+
+    for b_i, broker in enumerate(brokers):
+        driver = BROKER_DRIVERS.get(broker, f"{broker}-latency")
+        client, client_version = BROKER_CLIENTS.get(broker, ("client", "1.0"))
+        for v_i, variant in enumerate(variants):
+            combo = ComboTruth(workload, broker, driver, variant)
+            truth[(workload, broker, driver, variant)] = combo
+            # publish latency scale differs per combo so combos are distinguishable
+            scale_us = 800.0 * (1 + b_i) * (1 + 2 * v_i)
+            for phase, n_intervals in (("warmup", warmup_intervals), ("measure", intervals)):
+                phase_start = base_ns + (0 if phase == "warmup" else (warmup_intervals + 1) * interval_ns)
+                for w in range(workers):
+                    worker = f"client{w + 1}-0"
+                    # workers start a few ms apart, as real processes do
+                    w_start = phase_start + w * 3_000_000
+                    meta = default_meta(
+                        workload=workload, driver=driver, broker=broker, variant=variant, phase=phase,
+                        worker=worker, host=f"client{w + 1}", interval_s=interval_s,
+                        target_rate_msg_s=500.0, message_size_bytes=1024, topics=1,
+                        partitions_per_topic=16, producers=1, consumers=1,
+                        client_library=client, client_library_version=client_version, start_ns=w_start,
+                    )
+                    recs = []
+                    for i in range(n_intervals):
+                        n = samples_per_interval + int(rng.integers(0, 50))
+                        pub = rng.lognormal(np.log(scale_us), 0.6, n).astype(np.int64) + 1
+                        delay = rng.exponential(40.0, n).astype(np.int64)
+                        e2e = (pub * 1.5).astype(np.int64) + rng.integers(0, 500, n)
+                        if phase == "warmup":
+                            pub, delay, e2e = pub * 1000, delay * 1000, e2e * 1000
+                        elif i == 1 and w == 0:
+                            e2e = np.concatenate([e2e, [-5, -17]])  # clock disagreement
+                        sent = n + 3
+                        acked = n
+                        errors = 3
+                        received = len(e2e)
+                        backlog = int(rng.integers(0, 20))
+                        start = w_start + i * interval_ns
+                        end = start + interval_ns + int(rng.integers(0, 2_000_000))
+                        recs.append({
+                            "index": i, "start_ns": start, "end_ns": end, "sent": sent, "acked": acked,
+                            "send_errors": errors, "received": received, "backlog": backlog,
+                            "publish_latency_us": pub, "publish_delay_us": delay, "e2e_latency_us": e2e,
+                        })
+                        if phase == "measure":
+                            combo.samples["publish_latency_us"].append(pub)
+                            combo.samples["publish_delay_us"].append(delay)
+                            combo.samples["e2e_latency_us"].append(e2e[e2e >= 0])
+                            per_i = combo.interval_samples.setdefault(i, {h: [] for h in HISTOGRAM_FIELDS})
+                            per_i["publish_latency_us"].append(pub)
+                            per_i["publish_delay_us"].append(delay)
+                            per_i["e2e_latency_us"].append(e2e[e2e >= 0])
+                            ic = combo.interval_counters.setdefault(i, {c: 0 for c in COUNTER_FIELDS})
+                            for c, val in (("sent", sent), ("acked", acked), ("send_errors", errors),
+                                           ("received", received), ("backlog", backlog)):
+                                combo.counters[c] += val
+                                ic[c] += val
+                            combo.starts_ns.append(start)
+                            combo.ends_ns.append(end)
+                            combo.interval_bounds.setdefault(i, []).append((start, end))
+                    if phase == "measure":
+                        combo.backlog_end += recs[-1]["backlog"] if recs else 0
+                        combo.target_rate_msg_s += 500.0
+                        combo.workers += 1
+                        combo.phase_start_ns = min(combo.phase_start_ns or w_start, w_start)
+                    is_killed = phase == "measure" and (broker, variant, w) in killed
+                    if is_killed:
+                        combo.partial_workers.append(worker)
+                    path = run_dir / "raw" / workload / driver / variant / phase / f"{worker}.jsonl"
+                    write_worker_file(path, meta, recs, end=None if is_killed else {"status": "ok"})
+
+            if write_provenance:
+                note = not_honoured.get((broker, variant))
+                provenance = {
+                    "broker": broker,
+                    "implementation": f"{broker}-impl",
+                    "version": f"{3 + b_i}.{v_i}.0",
+                    "durability": {
+                        "variant": variant,
+                        "honoured": note is None,
+                        "note": note or f"{variant} applied",
+                        "settings": {"flush.messages": 1 if variant == "fsync" else None},
+                    },
+                }
+                prov_path = run_dir / "provenance" / f"{broker}__{variant}.json"
+                prov_path.parent.mkdir(parents=True, exist_ok=True)
+                prov_path.write_text(json.dumps(provenance, indent=2))
+
+    if write_provenance:
+        hosts = {"hosts": [
+            {"name": "localhost", "tuned": {"profile": "latency-performance", "applied": False,
+                                            "reason": "tuned-adm not installed"},
+             "time_sync": {"clock_offset_ms": 0.0, "note": "single host: shared clock"},
+             "description": {"cpus": 2, "memory_gb": 8, "os": "Debian 12"}},
+        ]}
+        (run_dir / "provenance" / "hosts.json").write_text(json.dumps(hosts, indent=2))
+    plan = {"suite": {"name": "synthetic-suite"}, "environment": {"name": "local"},
+            "dag_id": "brokerbench_synthetic", "run_id": "manual__test"}
+    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+    return truth

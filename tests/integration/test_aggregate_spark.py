@@ -1,0 +1,271 @@
+"""spark_jobs/aggregate.py under a real spark-submit (local[2]).
+
+The job runs once per module on a synthetic run (2 brokers x 2 variants x
+2 workers x 3 measured intervals, plus a warm-up phase with latencies 1000x
+larger that must not leak in); every test then checks that single output
+against the raw samples the files were built from.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fixtures_results import HISTOGRAM_FIELDS, build_synthetic_run, write_worker_file, default_meta  # noqa: E402
+
+from brokerbench.histogram import LogHistogram  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ROOT / "spark_jobs" / "aggregate.py"
+PERCENTILES = [("p50", 50.0), ("p75", 75.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9), ("p9999", 99.99)]
+#: worker file histogram field -> (summary column prefix, unit, divisor from µs)
+METRICS = {
+    "publish_latency_us": ("publish_latency", "ms", 1000.0),
+    "e2e_latency_us": ("e2e_latency", "ms", 1000.0),
+    "publish_delay_us": ("publish_delay", "us", 1.0),
+}
+OMB_NAMES = {"publish_latency": "PublishLatency", "publish_delay": "PublishDelayLatency", "e2e_latency": "EndToEndLatency"}
+OMB_SUFFIXES = [("avg", "Avg"), ("p50", "50pct"), ("p75", "75pct"), ("p95", "95pct"), ("p99", "99pct"),
+                ("p999", "999pct"), ("p9999", "9999pct"), ("max", "Max")]
+
+
+def run_job(run_dir: Path) -> subprocess.CompletedProcess:
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run(
+        [str(bin_dir / "spark-submit"), "--master", "local[2]", str(JOB), "--run-dir", str(run_dir)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def num(value: str) -> float | None:
+    return None if value == "" else float(value)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run") / "runs" / "brokerbench_synthetic" / "manual__1"
+    truth = build_synthetic_run(
+        run_dir,
+        brokers=("kafka", "pulsar"), variants=("default", "fsync"), workers=2, intervals=3,
+        warmup_intervals=2, killed=[("pulsar", "fsync", 1)],
+        not_honoured={("kafka", "fsync"): "tansu keeps every message in memory; fsync has no meaning"},
+    )
+    started = time.monotonic()
+    proc = run_job(run_dir)
+    wall_s = time.monotonic() - started
+    assert proc.returncode == 0, f"spark-submit failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-5000:]}"
+    summary = {
+        (r["workload"], r["broker"], r["driver"], r["variant"]): r
+        for r in read_csv(run_dir / "summary" / "summary.csv")
+    }
+    timeseries = read_csv(run_dir / "summary" / "timeseries.csv")
+    return {"dir": run_dir, "truth": truth, "proc": proc, "summary": summary, "timeseries": timeseries,
+            "wall_s": wall_s}
+
+
+def test_one_summary_row_per_combo_in_csv_and_parquet(run):
+    assert set(run["summary"]) == set(run["truth"])
+    table = pq.read_table(run["dir"] / "summary" / "summary.parquet").to_pylist()
+    assert len(table) == 4
+    by_key = {(r["workload"], r["broker"], r["driver"], r["variant"]): r for r in table}
+    assert set(by_key) == set(run["truth"])
+    for key, row in by_key.items():
+        csv_row = run["summary"][key]
+        assert list(row) == list(csv_row)  # same columns, same order
+        assert row["messages_acked"] == int(csv_row["messages_acked"])
+        assert row["publish_latency_p99_ms"] == pytest.approx(float(csv_row["publish_latency_p99_ms"]))
+
+
+def test_merged_percentiles_match_raw_samples(run):
+    for key, combo in run["truth"].items():
+        row = run["summary"][key]
+        for hist, (prefix, unit, divisor) in METRICS.items():
+            raw = combo.values(hist)
+            exact_hist = LogHistogram.from_values(raw)
+            for label, p in PERCENTILES:
+                got = float(row[f"{prefix}_{label}_{unit}"]) * divisor
+                # the same value HdrHistogram semantics give on the merged raw samples ...
+                assert got == pytest.approx(exact_hist.percentile(p), abs=1e-6), (key, hist, label)
+                # ... and within 0.1 % of the exact percentile of the raw samples
+                expected = float(np.percentile(raw, p, method="inverted_cdf"))
+                assert abs(got - expected) <= 0.001 * expected + 1e-9, (key, hist, label, got, expected)
+            assert float(row[f"{prefix}_max_{unit}"]) * divisor == pytest.approx(raw.max())
+            assert float(row[f"{prefix}_min_{unit}"]) * divisor == pytest.approx(raw.min())
+            assert float(row[f"{prefix}_avg_{unit}"]) * divisor == pytest.approx(raw.mean(), rel=1e-12)
+            assert int(row[f"{prefix}_count"]) == raw.size
+
+
+def test_units_ms_and_us(run):
+    row = run["summary"][("1-topic-16-partitions-1kb", "kafka", "kafka-latency", "default")]
+    combo = run["truth"][("1-topic-16-partitions-1kb", "kafka", "kafka-latency", "default")]
+    p99_us = LogHistogram.from_values(combo.values("publish_latency_us")).percentile(99)
+    assert float(row["publish_latency_p99_ms"]) == pytest.approx(p99_us / 1000.0)
+    delay_p99_us = LogHistogram.from_values(combo.values("publish_delay_us")).percentile(99)
+    assert float(row["publish_delay_p99_us"]) == pytest.approx(delay_p99_us)
+
+
+def test_counts_and_rates_exact(run):
+    for key, combo in run["truth"].items():
+        row = run["summary"][key]
+        c = combo.counters
+        assert int(row["messages_sent"]) == c["sent"]
+        assert int(row["messages_acked"]) == c["acked"]
+        assert int(row["messages_received"]) == c["received"]
+        assert int(row["send_errors"]) == c["send_errors"]
+        assert int(row["backlog_end_msgs"]) == combo.backlog_end
+        assert int(row["workers"]) == 2
+        assert int(row["intervals"]) == 3
+        seconds = combo.measured_seconds
+        assert float(row["measured_seconds"]) == pytest.approx(seconds, rel=1e-12)
+        assert float(row["publish_rate_msg_s"]) == pytest.approx(c["acked"] / seconds, rel=1e-12)
+        assert float(row["send_rate_msg_s"]) == pytest.approx(c["sent"] / seconds, rel=1e-12)
+        assert float(row["consume_rate_msg_s"]) == pytest.approx(c["received"] / seconds, rel=1e-12)
+        assert float(row["publish_error_rate_msg_s"]) == pytest.approx(c["send_errors"] / seconds, rel=1e-12)
+        assert float(row["target_rate_msg_s"]) == combo.target_rate_msg_s == 1000.0
+        assert int(row["e2e_negative_count"]) == 2
+        assert int(row["latency_overflow_count"]) == 0
+        assert row["client_library"] in ("kafka-python", "pulsar-client")
+        assert int(row["message_size_bytes"]) == 1024
+
+
+def test_warmup_excluded(run):
+    for key, combo in run["truth"].items():
+        row = run["summary"][key]
+        # warm-up latencies are 1000x larger: a single one would move the max
+        assert float(row["publish_latency_max_ms"]) * 1000 == combo.values("publish_latency_us").max()
+        assert int(row["publish_latency_count"]) == combo.values("publish_latency_us").size
+    assert all(int(r["interval_index"]) < 3 for r in run["timeseries"])
+
+
+def test_timeseries_one_row_per_interval(run):
+    rows = run["timeseries"]
+    assert len(rows) == 4 * 3
+    for key, combo in run["truth"].items():
+        mine = sorted((r for r in rows if (r["workload"], r["broker"], r["driver"], r["variant"]) == key),
+                      key=lambda r: int(r["interval_index"]))
+        assert [int(r["interval_index"]) for r in mine] == [0, 1, 2]
+        for r in mine:
+            i = int(r["interval_index"])
+            bounds = combo.interval_bounds[i]
+            start_s = (min(s for s, _ in bounds) - combo.phase_start_ns) / 1e9
+            assert float(r["interval_start_s"]) == pytest.approx(start_s, abs=1e-9)
+            assert float(r["interval_start_s"]) == pytest.approx(10.0 * i, abs=0.01)
+            seconds = combo.interval_seconds(i)
+            counters = combo.interval_counters[i]
+            assert float(r["publish_rate_msg_s"]) == pytest.approx(counters["acked"] / seconds, rel=1e-12)
+            assert float(r["consume_rate_msg_s"]) == pytest.approx(counters["received"] / seconds, rel=1e-12)
+            assert int(r["backlog_msgs"]) == counters["backlog"]
+            pub = LogHistogram.from_values(combo.interval_values(i, "publish_latency_us"))
+            e2e = LogHistogram.from_values(combo.interval_values(i, "e2e_latency_us"))
+            delay = LogHistogram.from_values(combo.interval_values(i, "publish_delay_us"))
+            assert float(r["publish_latency_p99_ms"]) * 1000 == pytest.approx(pub.percentile(99))
+            assert float(r["publish_latency_p50_ms"]) * 1000 == pytest.approx(pub.percentile(50))
+            assert float(r["publish_latency_avg_ms"]) * 1000 == pytest.approx(pub.mean())
+            assert float(r["e2e_latency_avg_ms"]) * 1000 == pytest.approx(e2e.mean())
+            assert float(r["e2e_latency_p99_ms"]) * 1000 == pytest.approx(e2e.percentile(99))
+            assert float(r["e2e_latency_max_ms"]) * 1000 == pytest.approx(e2e.max)
+            assert float(r["publish_delay_p99_us"]) == pytest.approx(delay.percentile(99))
+
+
+def test_omb_json(run):
+    omb_dir = run["dir"] / "summary" / "omb"
+    files = sorted(p.name for p in omb_dir.glob("*.json"))
+    assert files == sorted(f"{w}__{d}__{v}.json" for (w, _, d, v) in run["truth"])
+    key = ("1-topic-16-partitions-1kb", "pulsar", "pulsar-latency", "fsync")
+    combo = run["truth"][key]
+    doc = json.loads((omb_dir / "1-topic-16-partitions-1kb__pulsar-latency__fsync.json").read_text())
+    listed = ["workload", "driver", "messageSize", "topics", "partitions", "producersPerTopic",
+              "consumersPerTopic", "publishRate", "publishErrorRate", "consumeRate", "backlog",
+              "aggregatedPublishLatencyQuantiles", "aggregatedEndToEndLatencyQuantiles",
+              "aggregatedPublishDelayLatencyQuantiles"]
+    for base in ("publishLatency", "publishDelayLatency", "endToEndLatency"):
+        listed += [f"{base}{s}" for _, s in OMB_SUFFIXES]
+        listed += [f"aggregated{base[0].upper()}{base[1:]}{s}" for _, s in OMB_SUFFIXES]
+    missing = [f for f in listed if f not in doc]
+    assert not missing
+    assert doc["workload"] == key[0] and doc["driver"] == "pulsar-latency"
+    assert doc["messageSize"] == 1024 and doc["topics"] == 1 and doc["partitions"] == 16
+    assert doc["producersPerTopic"] == 2 and doc["consumersPerTopic"] == 2
+    for series in ("publishRate", "publishErrorRate", "consumeRate", "backlog", "publishLatency99pct",
+                   "endToEndLatencyAvg", "publishDelayLatency99pct"):
+        assert len(doc[series]) == 3, series
+    assert doc["backlog"] == [combo.interval_counters[i]["backlog"] for i in range(3)]
+
+    pub = LogHistogram.from_values(combo.values("publish_latency_us"))
+    delay = LogHistogram.from_values(combo.values("publish_delay_us"))
+    e2e = LogHistogram.from_values(combo.values("e2e_latency_us"))
+    # ms for publish and end-to-end latency, µs for publish delay (as OMB)
+    assert doc["aggregatedPublishLatency99pct"] == pytest.approx(pub.percentile(99) / 1000)
+    assert doc["aggregatedPublishLatencyMax"] == pytest.approx(pub.max / 1000)
+    assert doc["aggregatedEndToEndLatencyAvg"] == pytest.approx(e2e.mean() / 1000)
+    assert doc["aggregatedPublishDelayLatency99pct"] == pytest.approx(delay.percentile(99))
+    assert doc["aggregatedPublishLatencyQuantiles"]["99.0"] == pytest.approx(pub.percentile(99) / 1000)
+    assert doc["aggregatedPublishLatencyQuantiles"]["99.9"] == pytest.approx(pub.percentile(99.9) / 1000)
+    assert doc["aggregatedEndToEndLatencyQuantiles"]["50.0"] == pytest.approx(e2e.percentile(50) / 1000)
+    assert doc["aggregatedPublishDelayLatencyQuantiles"]["95.0"] == pytest.approx(delay.percentile(95))
+    assert doc["aggregatedPublishLatencyQuantiles"]["100.0"] == pytest.approx(pub.max / 1000)
+    i1 = LogHistogram.from_values(combo.interval_values(1, "publish_latency_us"))
+    assert doc["publishLatency99pct"][1] == pytest.approx(i1.percentile(99) / 1000)
+    assert doc["status"].startswith("partial")
+
+
+def test_partial_status_for_missing_end_record(run):
+    statuses = {key[1:]: row["status"] for key, row in run["summary"].items()}
+    bad = statuses.pop(("pulsar", "pulsar-latency", "fsync"))
+    assert bad.startswith("partial: ")
+    assert "client2-0" in bad and "no end record" in bad
+    assert set(statuses.values()) == {"ok"}
+    # the killed worker's completed intervals still count
+    assert int(run["summary"][("1-topic-16-partitions-1kb", "pulsar", "pulsar-latency", "fsync")]["workers"]) == 2
+    assert "partial" in run["proc"].stdout
+
+
+def test_durability_and_provenance_joined(run):
+    kafka_fsync = run["summary"][("1-topic-16-partitions-1kb", "kafka", "kafka-latency", "fsync")]
+    assert kafka_fsync["durability_honoured"] == "False"
+    assert "tansu keeps every message in memory" in kafka_fsync["durability_note"]
+    assert kafka_fsync["broker_implementation"] == "kafka-impl"
+    assert kafka_fsync["broker_version"] == "3.1.0"
+    assert json.loads(kafka_fsync["durability_settings"]) == {"flush.messages": 1}
+    pulsar_default = run["summary"][("1-topic-16-partitions-1kb", "pulsar", "pulsar-latency", "default")]
+    assert pulsar_default["durability_honoured"] == "True"
+    assert pulsar_default["broker_version"] == "4.0.0"
+
+
+def test_stdout_table(run):
+    out = run["proc"].stdout
+    assert "publish_latency_p99_ms" in out
+    assert out.count("1-topic-16-partitions-1kb") >= 4
+
+
+def test_no_measured_data_exits_nonzero(tmp_path):
+    # only a warm-up file: nothing to summarise
+    meta = default_meta(phase="warmup")
+    write_worker_file(tmp_path / "raw" / "w" / "kafka-latency" / "default" / "warmup" / "client1-0.jsonl", meta,
+                      [{"index": 0, "start_ns": meta["start_ns"], "end_ns": meta["start_ns"] + 10**10,
+                        "sent": 5, "acked": 5, "publish_latency_us": [100, 200]}])
+    proc = run_job(tmp_path)
+    assert proc.returncode != 0
+    # spark-submit passes the Python process's stderr on through its stdout
+    assert "no measured data" in proc.stdout + proc.stderr
+    assert not (tmp_path / "summary" / "summary.csv").exists()
