@@ -1,0 +1,249 @@
+"""The ``local`` environment: real brokers as processes on loopback on this machine.
+
+One host (this machine, :class:`~brokerbench.environments.base.LocalHost`)
+plays every role: broker, metadata and client. Brokers are started by
+:mod:`brokerbench.environments.local_brokers`; workers are
+``python -m brokerbench.worker run`` processes.
+
+State directory: ``settings["state_dir"]``, else
+``$BROKERBENCH_HOME/state/<run_key>`` (``BROKERBENCH_HOME`` defaults to
+``<repository>/.brokerbench``). Every call finds what it needs there, so each
+Airflow task may run in its own process, and :meth:`LocalEnvironment.teardown`
+works from a fresh object after anything went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from . import hostsetup
+from .base import BrokerEndpoint, Environment, EnvironmentError_, LocalHost
+from .local_brokers import (BROKERS, MARKER_BROKER, MARKER_STATE, make_broker, marked_processes,
+                            process_entry, record_processes, stop_all, terminate, write_json)
+
+log = logging.getLogger("brokerbench")
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def brokerbench_home() -> Path:
+    return Path(os.environ.get("BROKERBENCH_HOME") or REPO_ROOT / ".brokerbench")
+
+
+def state_dir_for(run_key: str, settings: dict[str, Any] | None = None) -> Path:
+    """Where a run's state lives (see the module docstring)."""
+    settings = settings or {}
+    if settings.get("state_dir"):
+        return Path(settings["state_dir"]).resolve()
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_key).strip("._") or "run"
+    return (brokerbench_home() / "state" / safe).resolve()
+
+
+class LocalEnvironment(Environment):
+    """Brokers and workers as processes on this machine, on 127.0.0.1 only.
+
+    Settings (all optional): ``state_dir``; ``kafka_home`` / ``pulsar_home``
+    (real distributions instead of tansu / pulsar-lite); ``start_timeout_s``;
+    ``tuned_profile`` (default latency-performance); ``disk_baseline_mb``
+    (default 64, 0 to skip).
+    """
+
+    name = "local"
+
+    def __init__(self, run_key: str, settings: dict[str, Any] | None = None):
+        super().__init__(run_key, settings)
+        self.state_dir = state_dir_for(run_key, self.settings)
+        self.host = LocalHost("localhost", "all")
+
+    # -- provision / host setup ------------------------------------------------
+    def provision(self) -> dict[str, Any]:
+        """One host, this machine, in every role. Writes ``fleet.json``."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        fleet = {
+            "environment": self.name,
+            "run_key": self.run_key,
+            "state_dir": str(self.state_dir),
+            "hosts": [{**self.host.describe(), "address": "127.0.0.1",
+                       "roles": ["broker", "metadata", "client"]}],
+        }
+        write_json(self.state_dir / "fleet.json", fleet)
+        return fleet
+
+    def setup_hosts(self) -> dict[str, Any]:
+        """tuned profile, time sync, disk baseline and description of this host."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        size = int(self.settings.get("disk_baseline_mb", 64))
+        record = {
+            "name": self.host.name,
+            "role": self.host.role,
+            "tuned": hostsetup.apply_tuned_profile(self.host, self.settings.get("tuned_profile",
+                                                                                "latency-performance")),
+            "time_sync": hostsetup.time_sync(self.host, single_host=True),
+            "disk": (hostsetup.disk_baseline(self.host, str(self.state_dir), size_mb=size) if size > 0
+                     else {"note": "disk baseline skipped (disk_baseline_mb = 0)"}),
+            "description": hostsetup.describe_host(self.host),
+        }
+        result = {"environment": self.name, "hosts": [record]}
+        write_json(self.state_dir / "hosts.json", result)
+        return result
+
+    # -- brokers ------------------------------------------------------------------
+    def _broker(self, broker: str):
+        if broker not in BROKERS:
+            raise EnvironmentError_(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
+        return make_broker(broker, self.state_dir, self.settings)
+
+    def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
+               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        return self._broker(broker).start(broker_settings, variant, driver_overrides)
+
+    def health(self, broker: str) -> dict[str, Any]:
+        """Raise a clear error (naming the broker) unless ``broker`` runs and serves."""
+        state = self._broker(broker).check()
+        return {"broker": broker, "implementation": state.get("implementation"), "status": "serving",
+                "address": state.get("address")}
+
+    def undeploy(self, broker: str) -> None:
+        stopped = self._broker(broker).stop()
+        if stopped:
+            log.info("%s stopped: %s", broker, ", ".join(f"{s['role']} (pid {s['pid']})" for s in stopped))
+
+    # -- workers ----------------------------------------------------------------------
+    def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],
+                    timeout_s: float) -> list[dict[str, Any]]:
+        """One ``python -m brokerbench.worker run`` process per job, all at once.
+
+        Each job is written to ``<state>/jobs/``; each stdout line is relayed to
+        the ``brokerbench`` logger as ``[<worker>] line`` as it arrives (and kept
+        in ``<state>/workers/<worker>.log``). A worker still running after
+        ``timeout_s`` is killed. Result files are never deleted, so what a
+        killed worker wrote is kept.
+        """
+        if len(jobs) != len(out_paths):
+            raise ValueError(f"{len(jobs)} jobs but {len(out_paths)} output paths")
+        jobs_dir, logs_dir = self.state_dir / "jobs", self.state_dir / "workers"
+        jobs_dir.mkdir(parents=True, exist_ok=True)
+        logs_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{MARKER_STATE: str(self.state_dir), MARKER_BROKER: "worker"})
+        running = []
+        for i, (job, out) in enumerate(zip(jobs, out_paths)):
+            worker = str(job.get("worker") or f"worker-{i}")
+            job_path = jobs_dir / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', worker)}-{stamp}-{i}.json"
+            job_path.write_text(json.dumps(job, indent=2, default=str))
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            argv = [sys.executable, "-m", "brokerbench.worker", "run", "--job", str(job_path), "--out", str(out)]
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=env, start_new_session=True, text=True, errors="replace", bufsize=1)
+            record_processes(self.state_dir, [{**process_entry(psutil.Process(proc.pid), "worker", worker),
+                                               "log": str(logs_dir / f"{worker}.log")}])
+            tail: list[str] = []
+            relay = threading.Thread(target=self._relay, args=(proc, worker, logs_dir / f"{worker}.log", tail),
+                                     daemon=True)
+            relay.start()
+            running.append({"worker": worker, "proc": proc, "path": str(out), "relay": relay, "tail": tail})
+
+        deadline = time.monotonic() + timeout_s
+        results = []
+        for r in running:
+            proc: subprocess.Popen = r["proc"]
+            error = None
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                error = f"timed out after {timeout_s:.0f} s: killed"
+                log.warning("[%s] %s", r["worker"], error)
+                self._kill_group(proc)
+            r["relay"].join(timeout=10)
+            if error is None and proc.returncode != 0:
+                last = next((l for l in reversed(r["tail"]) if l.strip()), "")
+                error = f"exit {proc.returncode}" + (f": {last}" if last else "")
+            if error is None and not Path(r["path"]).exists():
+                error = "the worker exited 0 but wrote no result file"
+            results.append({"worker": r["worker"], "returncode": proc.returncode, "path": r["path"], "error": error})
+        return results
+
+    @staticmethod
+    def _relay(proc: subprocess.Popen, worker: str, log_path: Path, tail: list[str]) -> None:
+        with open(log_path, "a") as f:
+            for line in proc.stdout:  # type: ignore[union-attr]
+                line = line.rstrip("\n")
+                log.info("[%s] %s", worker, line)
+                f.write(line + "\n")
+                f.flush()
+                tail.append(line)
+                del tail[:-20]
+
+    @staticmethod
+    def _kill_group(proc: subprocess.Popen) -> None:
+        """SIGTERM the worker's process group, SIGKILL after 10 s."""
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+
+    # -- teardown --------------------------------------------------------------------
+    def teardown(self) -> dict[str, Any]:
+        """Stop everything this run started; idempotent, works from a fresh object.
+
+        1. each broker's graceful stop (rabbitmqctl stop, epmd -kill, SIGINT...);
+        2. :func:`stop_all`: every pid ever recorded and every process carrying
+           this state dir's marker;
+        3. a last scan for processes whose command line names the state dir.
+        """
+        record: dict[str, Any] = {"environment": self.name, "state_dir": str(self.state_dir), "stopped": [],
+                                  "errors": []}
+        if not self.state_dir.exists():
+            record["note"] = "nothing to stop: the state directory does not exist (provision never ran)"
+            return record
+        for broker in BROKERS:
+            if (self.state_dir / broker / "broker.json").exists():
+                try:
+                    record["stopped"] += self._broker(broker).stop()
+                except Exception as e:  # noqa: BLE001 - teardown goes on whatever fails
+                    record["errors"].append(f"{broker}: {type(e).__name__}: {e}")
+        record["stopped"] += stop_all(self.state_dir)
+        leftovers = self._processes_naming_state_dir()
+        if leftovers:
+            pids = terminate(leftovers, signal.SIGTERM, 10.0)
+            record["stopped"] += [{"pid": pid, "broker": "?", "role": "named the state dir", "cmd": ""}
+                                  for pid in pids]
+        remaining = [p.pid for p in marked_processes(self.state_dir)] + \
+                    [p.pid for p in self._processes_naming_state_dir()]
+        record["remaining"] = remaining
+        if remaining:
+            record["errors"].append(f"processes still running after teardown: {remaining}")
+        write_json(self.state_dir / "teardown.json", record)
+        return record
+
+    def _processes_naming_state_dir(self) -> list[psutil.Process]:
+        """Processes (not us, not our ancestors) whose command line mentions the state dir."""
+        state = str(self.state_dir)
+        me = {os.getpid()} | {p.pid for p in psutil.Process().parents()}
+        found = []
+        for p in psutil.process_iter(["pid", "cmdline", "status"]):
+            if p.pid in me or p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            cmd = p.info["cmdline"] or []
+            if any(arg == state or arg.startswith(state + os.sep) or f"={state}{os.sep}" in arg or
+                   arg.endswith(f"={state}") for arg in cmd):
+                found.append(p)
+        return found
