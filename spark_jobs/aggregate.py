@@ -189,7 +189,7 @@ def read_provenance(spark: SparkSession, run_dir: str) -> DataFrame | None:
     paths = glob_files(spark, f"{run_dir}/provenance/*__*.json")
     if not paths:
         return None
-    name = r"([^/]+)__([^/]+)\.json$"
+    name = r"([^/]+?)__([^/]+)\.json$"
     return (
         spark.read.schema(PROVENANCE)
         .option("multiLine", True)
@@ -215,14 +215,12 @@ def _pct_col(index: int) -> str:
     return f"q{index}"
 
 
-def merge_histograms(intervals: DataFrame, keys: Sequence[str], percentiles: Sequence[float]) -> DataFrame:
-    """Merge the three histograms per ``keys`` and read percentiles from the merge.
+def histogram_parts(intervals: DataFrame, keys: Sequence[str]) -> tuple[DataFrame, DataFrame]:
+    """The three histograms of every interval record, merged per ``keys`` x metric.
 
-    Returns one row per ``keys`` x metric with columns count, sum, min, max,
-    overflow, negative and ``q<i>`` = value at ``percentiles[i]`` (µs). The
-    value at percentile p is the smallest bucket key whose cumulative count
-    reaches ceil(p/100 x count), capped at the exact maximum; 100 gives the
-    exact maximum (HdrHistogram semantics, as brokerbench.histogram).
+    Returns (scalars, buckets): scalars has sum, min, max, overflow and
+    negative; buckets has one row per bucket key with its summed count ``n``.
+    Coarser merges re-aggregate these two (adding counts is associative).
     """
     keys = list(keys)
     long = None
@@ -230,7 +228,6 @@ def merge_histograms(intervals: DataFrame, keys: Sequence[str], percentiles: Seq
         part = intervals.select(*keys, F.lit(metric).alias("metric"), F.col(metric).alias("h"))
         long = part if long is None else long.unionByName(part)
     group = keys + ["metric"]
-
     scalars = long.groupBy(*group).agg(
         F.sum("h.sum").alias("sum"),
         F.min("h.min").alias("min"),
@@ -238,7 +235,6 @@ def merge_histograms(intervals: DataFrame, keys: Sequence[str], percentiles: Seq
         F.coalesce(F.sum("h.overflow"), F.lit(0)).alias("overflow"),
         F.coalesce(F.sum("h.negative"), F.lit(0)).alias("negative"),
     )
-
     buckets = (
         long.select(*group, F.col("h.buckets").alias("buckets"), F.col("h.counts").alias("counts"))
         .select(*group, F.explode(F.arrays_zip("buckets", "counts")).alias("b"))
@@ -246,6 +242,30 @@ def merge_histograms(intervals: DataFrame, keys: Sequence[str], percentiles: Seq
         .groupBy(*group, "bucket")
         .agg(F.sum("n").alias("n"))
     )
+    return scalars, buckets
+
+
+def merge_histograms(
+    parts: tuple[DataFrame, DataFrame], keys: Sequence[str], percentiles: Sequence[float]
+) -> DataFrame:
+    """Merge histogram parts per ``keys`` and read percentiles from the merge.
+
+    Returns one row per ``keys`` x metric with columns count, sum, min, max,
+    overflow, negative and ``q<i>`` = value at ``percentiles[i]`` (µs). The
+    value at percentile p is the smallest bucket key whose cumulative count
+    reaches ceil(p/100 x count), capped at the exact maximum; 100 gives the
+    exact maximum (HdrHistogram semantics, as brokerbench.histogram).
+    """
+    group = list(keys) + ["metric"]
+    part_scalars, part_buckets = parts
+    scalars = part_scalars.groupBy(*group).agg(
+        F.sum("sum").alias("sum"),
+        F.min("min").alias("min"),
+        F.max("max").alias("max"),
+        F.sum("overflow").alias("overflow"),
+        F.sum("negative").alias("negative"),
+    )
+    buckets = part_buckets.groupBy(*group, "bucket").agg(F.sum("n").alias("n"))
     cumulative = Window.partitionBy(*group).orderBy("bucket").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     whole = Window.partitionBy(*group)
     ranked = buckets.withColumn("cum", F.sum("n").over(cumulative)).withColumn("total", F.sum("n").over(whole))
@@ -375,7 +395,10 @@ def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
 
     # -- latency ----------------------------------------------------------------------
     quantile_pcts = sorted({p for _, p in STANDARD_PERCENTILES} | set(QUANTILE_MAP_PERCENTILES))
-    combo_stats = merge_histograms(intervals, COMBO, quantile_pcts).cache()
+    interval_keys = COMBO + ["index"]
+    scalars, buckets = histogram_parts(intervals, interval_keys)
+    parts = (scalars.cache(), buckets.cache())
+    combo_stats = merge_histograms(parts, COMBO, quantile_pcts).cache()
     standard_index = {p: quantile_pcts.index(p) for _, p in STANDARD_PERCENTILES}
     combo_std = combo_stats.select(
         *COMBO, "metric", "count", "sum", "min", "max", "overflow", "negative",
@@ -418,7 +441,6 @@ def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
     ).orderBy(*COMBO)
 
     # -- per interval -------------------------------------------------------------------
-    interval_keys = COMBO + ["index"]
     interval_counters = intervals.groupBy(*interval_keys).agg(
         F.countDistinct("worker").alias("workers"),
         F.min("start_ns").alias("start_ns"),
@@ -430,7 +452,7 @@ def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
         F.sum("backlog").alias("backlog_msgs"),
     )
     interval_latency = widen(
-        merge_histograms(intervals, interval_keys, [p for _, p in STANDARD_PERCENTILES]),
+        merge_histograms(parts, interval_keys, [p for _, p in STANDARD_PERCENTILES]),
         interval_keys, STANDARD_PERCENTILES,
     )
 

@@ -199,7 +199,7 @@ def build_synthetic_run(
                     meta = default_meta(
                         workload=workload, driver=driver, broker=broker, variant=variant, phase=phase,
                         worker=worker, host=f"client{w + 1}", interval_s=interval_s,
-                        target_rate_msg_s=500.0, message_size_bytes=1024, topics=1,
+                        target_rate_msg_s=45.0, message_size_bytes=1024, topics=1,
                         partitions_per_topic=16, producers=1, consumers=1,
                         client_library=client, client_library_version=client_version, start_ns=w_start,
                     )
@@ -243,7 +243,7 @@ def build_synthetic_run(
                             combo.interval_bounds.setdefault(i, []).append((start, end))
                     if phase == "measure":
                         combo.backlog_end += recs[-1]["backlog"] if recs else 0
-                        combo.target_rate_msg_s += 500.0
+                        combo.target_rate_msg_s += 45.0
                         combo.workers += 1
                         combo.phase_start_ns = min(combo.phase_start_ns or w_start, w_start)
                     is_killed = phase == "measure" and (broker, variant, w) in killed

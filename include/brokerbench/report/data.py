@@ -1,0 +1,176 @@
+"""Loading what the report shows: summary tables, provenance records, the plan.
+
+Everything is optional except ``summary/summary.csv``'s absence being
+reported: a missing or unreadable file yields an empty value, never an
+exception, so a report can always be written for a run that got partway.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: column name suffix -> unit shown in headers (longest suffixes first)
+UNIT_SUFFIXES = [
+    ("_msg_s", "msg/s"),
+    ("_percent", "%"),
+    ("_seconds", "s"),
+    ("_bytes", "bytes"),
+    ("_msgs", "msgs"),
+    ("_count", "count"),
+    ("_ms", "ms"),
+    ("_us", "µs"),
+    ("_s", "s"),
+]
+#: columns whose unit is not a suffix of the name
+UNIT_BY_NAME = {
+    "messages_sent": "msgs",
+    "messages_acked": "msgs",
+    "messages_received": "msgs",
+    "send_errors": "msgs",
+    "workers": "count",
+    "intervals": "count",
+    "topics": "count",
+    "partitions_per_topic": "count",
+    "producers": "count",
+    "consumers": "count",
+    "interval_index": "index",
+}
+
+
+def column_unit(name: str) -> str | None:
+    """The unit a column carries (from its name), None for text/identity columns."""
+    if name in UNIT_BY_NAME:
+        return UNIT_BY_NAME[name]
+    for suffix, unit in UNIT_SUFFIXES:
+        if name.endswith(suffix):
+            return unit
+    return None
+
+
+def column_label(name: str) -> str:
+    """The column name without its unit suffix, words separated by spaces."""
+    base = name
+    if name not in UNIT_BY_NAME:
+        for suffix, _ in UNIT_SUFFIXES:
+            if name.endswith(suffix):
+                base = name[: -len(suffix)]
+                break
+    return base.replace("_", " ")
+
+
+def parse_cell(text: str | None) -> Any:
+    """CSV text -> None, bool, int, float or str."""
+    if text is None or text == "":
+        return None
+    if text in ("True", "true"):
+        return True
+    if text in ("False", "false"):
+        return False
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def read_table(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """Columns and typed rows of a CSV file; ([], []) when it is missing."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = [{k: parse_cell(v) for k, v in row.items() if k is not None} for row in reader]
+            return list(reader.fieldnames or []), rows
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return [], []
+
+
+def read_json(path: Path) -> Any:
+    """Parsed JSON, or None when missing or malformed."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value.lower() in ("true", "yes", "1"):
+            return True
+        if value.lower() in ("false", "no", "0"):
+            return False
+    if isinstance(value, (int, float)):
+        return bool(value)
+    return None
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    dag_id: str | None
+    run_id: str
+    summary_columns: list[str]
+    summary: list[dict[str, Any]]
+    timeseries: list[dict[str, Any]]
+    plan: dict[str, Any] | None
+    #: (broker, variant) -> provenance/<broker>__<variant>.json
+    broker_provenance: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    hosts: dict[str, Any] | None = None
+    #: any other provenance/*.json, by file name
+    other_provenance: dict[str, Any] = field(default_factory=dict)
+
+    def durability(self, broker: str, variant: str, row: dict[str, Any] | None = None) -> dict[str, Any]:
+        """honoured (True/False/None = unknown), note, settings, implementation, version."""
+        prov = self.broker_provenance.get((broker, variant), {})
+        dur = prov.get("durability") if isinstance(prov.get("durability"), dict) else {}
+        row = row or {}
+        honoured = as_bool(row.get("durability_honoured"))
+        if honoured is None:
+            honoured = as_bool(dur.get("honoured"))
+        settings = dur.get("settings")
+        if settings is None and row.get("durability_settings"):
+            try:
+                settings = json.loads(row["durability_settings"])
+            except (TypeError, ValueError):
+                settings = row["durability_settings"]
+        return {
+            "honoured": honoured,
+            "note": row.get("durability_note") or dur.get("note"),
+            "settings": settings,
+            "implementation": row.get("broker_implementation") or prov.get("implementation"),
+            "version": row.get("broker_version") or prov.get("version"),
+        }
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    run_dir = Path(run_dir)
+    summary_columns, summary = read_table(run_dir / "summary" / "summary.csv")
+    _, timeseries = read_table(run_dir / "summary" / "timeseries.csv")
+    plan = read_json(run_dir / "plan.json")
+    if not isinstance(plan, dict):
+        plan = None
+    dag_id = run_dir.parent.name if run_dir.parent.parent.name == "runs" else None
+    data = RunData(run_dir=run_dir, dag_id=dag_id, run_id=run_dir.name, summary_columns=summary_columns,
+                   summary=summary, timeseries=timeseries, plan=plan)
+    prov_dir = run_dir / "provenance"
+    if prov_dir.is_dir():
+        for path in sorted(prov_dir.glob("*.json")):
+            record = read_json(path)
+            if record is None:
+                data.other_provenance[path.name] = {"error": "file could not be read as JSON"}
+            elif path.name == "hosts.json":
+                data.hosts = record if isinstance(record, dict) else {"hosts": record}
+            elif "__" in path.stem and isinstance(record, dict):
+                broker, variant = path.stem.split("__", 1)
+                data.broker_provenance[(broker, variant)] = record
+            else:
+                data.other_provenance[path.name] = record
+    return data

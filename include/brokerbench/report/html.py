@@ -1,0 +1,458 @@
+"""The run report: one self-contained HTML file (charts embedded as PNG).
+
+Inputs (all under the run directory, every one optional):
+``summary/summary.csv``, ``summary/timeseries.csv``, ``provenance/*.json``,
+``plan.json``. Every piece of text from those files is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import brokerbench
+
+from .charts import line_chart_png, series_by_combo
+from .data import RunData, column_label, column_unit, load_run
+
+#: the compact results table (full table below it has every column)
+KEY_COLUMNS = [
+    "workload", "broker", "variant", "broker_implementation", "broker_version", "target_rate_msg_s",
+    "publish_rate_msg_s", "consume_rate_msg_s", "publish_error_rate_msg_s",
+    "publish_latency_p50_ms", "publish_latency_p99_ms", "publish_latency_p999_ms", "publish_latency_max_ms",
+    "e2e_latency_avg_ms", "e2e_latency_p50_ms", "e2e_latency_p99_ms", "e2e_latency_max_ms",
+    "publish_delay_p99_us", "backlog_end_msgs", "status",
+]
+
+TEXT_COLUMNS = [
+    "workload", "broker", "variant", "target_rate_msg_s", "publish_rate_msg_s", "consume_rate_msg_s",
+    "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_avg_ms", "e2e_latency_p99_ms",
+    "publish_delay_p99_us", "status",
+]
+
+CSS = """
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 1.5em 2em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ccc; }
+h3 { font-size: 1.05em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; vertical-align: top; }
+th { background: #f3f3f3; text-align: center; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.unit { color: #666; font-weight: normal; }
+.scroll { overflow-x: auto; max-width: 100%; }
+tr.not-honoured td { background: #fff1e0; }
+tr.partial td { background: #fde8e8; }
+.warn { background: #fff1e0; border-left: 4px solid #e07b00; padding: 0.5em 0.8em; margin: 0.5em 0; }
+.bad { background: #fde8e8; border-left: 4px solid #c62828; padding: 0.5em 0.8em; margin: 0.5em 0; }
+.marker { color: #b35c00; font-weight: bold; }
+table.kv th { text-align: left; background: #fafafa; }
+.meta { color: #555; }
+img.chart { display: block; margin: 0.5em 0 1em 0; max-width: 100%; }
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def format_value(value: Any) -> str:
+    """A cell value as display text (not yet escaped)."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        if value == 0:
+            return "0"
+        if value.is_integer() and abs(value) >= 1000:
+            return f"{value:,.0f}"
+        magnitude = abs(value)
+        if magnitude >= 1000:
+            return f"{value:,.0f}"
+        if magnitude >= 100:
+            return f"{value:.1f}"
+        if magnitude >= 1:
+            return f"{value:.2f}"
+        if magnitude >= 0.001:
+            return f"{value:.3f}"
+        return f"{value:.2e}"
+    return str(value)
+
+
+def header_cell(name: str) -> str:
+    unit = column_unit(name)
+    unit_html = f'<br><span class="unit">[{esc(unit)}]</span>' if unit else ""
+    return f'<th title="{esc(name)}">{esc(column_label(name))}{unit_html}</th>'
+
+
+def render_value(value: Any, depth: int = 0) -> str:
+    """Any JSON value as escaped HTML (nested tables for objects)."""
+    if depth > 6:
+        return esc(value)
+    if isinstance(value, dict):
+        if not value:
+            return "<em>none</em>"
+        rows = "".join(f"<tr><th>{esc(k)}</th><td>{render_value(v, depth + 1)}</td></tr>" for k, v in value.items())
+        return f'<table class="kv">{rows}</table>'
+    if isinstance(value, list):
+        if not value:
+            return "<em>none</em>"
+        if all(not isinstance(v, (dict, list)) for v in value):
+            return esc(", ".join(format_value(v) for v in value))
+        return "".join(f"<div>{render_value(v, depth + 1)}</div>" for v in value)
+    if isinstance(value, (bool, int, float)) or value is None:
+        return esc(format_value(value))
+    return esc(value)
+
+
+def _combo_label(data: RunData, row: dict[str, Any], with_driver: bool) -> str:
+    label = f"{row.get('broker')}/{row.get('variant')}"
+    if with_driver:
+        label += f" ({row.get('driver')})"
+    if data.durability(str(row.get("broker")), str(row.get("variant"))).get("honoured") is False:
+        label += " [durability NOT honoured]"
+    return label
+
+
+def _not_honoured(data: RunData, row: dict[str, Any]) -> bool:
+    return data.durability(str(row.get("broker")), str(row.get("variant")), row).get("honoured") is False
+
+
+def _is_partial(row: dict[str, Any]) -> bool:
+    status = row.get("status")
+    return status is not None and status != "ok"
+
+
+def results_table(data: RunData, columns: Sequence[str]) -> str:
+    columns = [c for c in columns if not data.summary_columns or c in data.summary_columns]
+    head = "".join(header_cell(c) for c in columns)
+    body = []
+    for row in data.summary:
+        classes = []
+        if _not_honoured(data, row):
+            classes.append("not-honoured")
+        if _is_partial(row):
+            classes.append("partial")
+        cells = []
+        for c in columns:
+            value = row.get(c)
+            text = esc(format_value(value))
+            if c == "variant" and _not_honoured(data, row):
+                text += ' <span class="marker" title="durability variant not honoured">&#9888; not honoured</span>'
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            cells.append(f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>")
+        cls = f' class="{" ".join(classes)}"' if classes else ""
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f'<div class="scroll"><table class="results"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def charts_section(data: RunData) -> str:
+    if not data.timeseries:
+        return "<p>No time series (summary/timeseries.csv is missing or empty).</p>"
+    workloads = sorted({str(r.get("workload")) for r in data.timeseries})
+    drivers_per_combo: dict[tuple[str, str], set] = {}
+    for r in data.timeseries:
+        drivers_per_combo.setdefault((str(r.get("broker")), str(r.get("variant"))), set()).add(r.get("driver"))
+    with_driver = any(len(d) > 1 for d in drivers_per_combo.values())
+
+    def label(row: dict[str, Any]) -> str:
+        return _combo_label(data, row, with_driver)
+
+    parts = []
+    for workload in workloads:
+        charts = [
+            ("p99 publish latency over time", "publish latency p99 (ms)",
+             series_by_combo(data.timeseries, workload, "publish_latency_p99_ms", label), [], "", ""),
+            ("average end-to-end latency over time", "end-to-end latency avg (ms)",
+             series_by_combo(data.timeseries, workload, "e2e_latency_avg_ms", label), [], "", ""),
+            ("throughput over time (solid: publish (acked), dashed: consume)", "rate (msg/s)",
+             series_by_combo(data.timeseries, workload, "publish_rate_msg_s", label),
+             series_by_combo(data.timeseries, workload, "consume_rate_msg_s", label), " publish", " consume"),
+        ]
+        parts.append(f"<h3>{esc(workload)}</h3>")
+        for title, y_label, solid, dashed, s_suffix, d_suffix in charts:
+            png = line_chart_png(f"{workload}: {title}", y_label, solid, dashed, s_suffix, d_suffix)
+            parts.append(f'<img class="chart" alt="{esc(workload + ": " + title)}" src="data:image/png;base64,{png}">')
+    return "\n".join(parts)
+
+
+def _combos(data: RunData) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """(broker, variant, a summary row or None) for every combination the run knows of."""
+    seen: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for row in data.summary:
+        seen.setdefault((str(row.get("broker")), str(row.get("variant"))), row)
+    for key in data.broker_provenance:
+        seen.setdefault(key, None)
+    return [(b, v, r) for (b, v), r in sorted(seen.items())]
+
+
+def durability_warnings(data: RunData) -> list[str]:
+    """Plain-text warnings, one per broker x variant whose durability is not honoured or unknown."""
+    out = []
+    for broker, variant, row in _combos(data):
+        d = data.durability(broker, variant, row)
+        impl = " ".join(str(x) for x in (d.get("implementation"), d.get("version")) if x)
+        impl = f" ({impl})" if impl else ""
+        if d["honoured"] is False:
+            out.append(
+                f"{broker}{impl} cannot honour durability variant '{variant}': "
+                f"{d.get('note') or 'no reason recorded'}. Its results under '{variant}' do not measure "
+                f"that durability level; they may equal another variant's numbers."
+            )
+        elif d["honoured"] is None:
+            out.append(f"{broker} / '{variant}': whether the durability variant was honoured is not recorded.")
+    return out
+
+
+def durability_section(data: RunData) -> str:
+    parts = []
+    warnings = durability_warnings(data)
+    for w in warnings:
+        parts.append(f'<div class="warn">&#9888; {esc(w)}</div>')
+    honoured = []
+    for broker, variant, row in _combos(data):
+        d = data.durability(broker, variant, row)
+        if d["honoured"] is True:
+            honoured.append(f"{broker} / {variant}" + (f": {d['note']}" if d.get("note") else ""))
+    if honoured:
+        items = "".join(f"<li>{esc(h)}</li>" for h in honoured)
+        parts.append(f"<p>Durability variants honoured as specified:</p><ul>{items}</ul>")
+    if not parts:
+        parts.append("<p>No durability information recorded.</p>")
+    return "\n".join(parts)
+
+
+def provenance_section(data: RunData) -> str:
+    parts = []
+    # brokers
+    rows = []
+    for broker, variant, row in _combos(data):
+        d = data.durability(broker, variant, row)
+        prov = data.broker_provenance.get((broker, variant), {})
+        honoured = {True: "yes", False: "NO", None: "unknown"}[d["honoured"]]
+        rows.append(
+            "<tr>"
+            f"<td>{esc(broker)}</td><td>{esc(variant)}</td><td>{esc(d.get('implementation') or '–')}</td>"
+            f"<td>{esc(d.get('version') or '–')}</td><td>{esc(prov.get('nodes', '–'))}</td>"
+            f"<td>{esc(honoured)}</td><td>{esc(d.get('note') or '')}</td>"
+            f"<td>{render_value(d.get('settings'))}</td>"
+            f"<td>{esc(prov.get('variant_description', ''))}</td>"
+            "</tr>"
+        )
+    if rows:
+        parts.append(
+            "<h3>Brokers</h3><div class='scroll'><table><thead><tr><th>broker</th><th>variant</th>"
+            "<th>implementation</th><th>version</th><th>nodes</th><th>durability honoured</th><th>note</th>"
+            "<th>durability settings</th><th>variant description</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table></div>"
+        )
+    # clients
+    client_rows = []
+    for row in data.summary:
+        client_rows.append(
+            "<tr>" + "".join(f"<td>{esc(format_value(row.get(c)))}</td>" for c in (
+                "workload", "broker", "variant", "client_library", "client_library_version", "client_hosts",
+                "workers", "brokerbench_version")) + "</tr>"
+        )
+    if client_rows:
+        parts.append(
+            "<h3>Clients</h3><div class='scroll'><table><thead><tr><th>workload</th><th>broker</th><th>variant</th>"
+            "<th>client library</th><th>client library version</th><th>client hosts</th><th>worker processes</th>"
+            "<th>brokerbench version (worker)</th></tr></thead><tbody>" + "".join(client_rows)
+            + "</tbody></table></div>"
+        )
+    # hosts
+    hosts = (data.hosts or {}).get("hosts") if isinstance(data.hosts, dict) else None
+    if isinstance(hosts, list) and hosts:
+        host_rows = []
+        for h in hosts:
+            if not isinstance(h, dict):
+                host_rows.append(f"<tr><td colspan='6'>{render_value(h)}</td></tr>")
+                continue
+            tuned = h.get("tuned") if isinstance(h.get("tuned"), dict) else {}
+            sync = h.get("time_sync") if isinstance(h.get("time_sync"), dict) else {}
+            applied = as_text_bool(tuned.get("applied"))
+            offset = sync.get("clock_offset_ms")
+            offset_text = "–" if offset is None else f"{format_value(offset)} ms"
+            extra = {k: v for k, v in h.items() if k not in ("name", "tuned", "time_sync", "description")}
+            host_rows.append(
+                "<tr>"
+                f"<td>{esc(h.get('name', '–'))}</td>"
+                f"<td>{esc(tuned.get('profile', '–'))}: {esc(applied)}"
+                + (f"<br><span class='meta'>{esc(tuned.get('reason'))}</span>" if tuned.get("reason") else "")
+                + "</td>"
+                f"<td>{esc(offset_text)}"
+                + (f"<br><span class='meta'>{esc(sync.get('note'))}</span>" if sync.get("note") else "")
+                + "</td>"
+                f"<td>{render_value(h.get('description'))}</td>"
+                f"<td>{render_value(extra) if extra else ''}</td>"
+                "</tr>"
+            )
+        parts.append(
+            "<h3>Hosts</h3><div class='scroll'><table><thead><tr><th>host</th><th>tuned profile</th>"
+            "<th>clock offset</th><th>description</th><th>other</th></tr></thead><tbody>"
+            + "".join(host_rows) + "</tbody></table></div>"
+        )
+    elif data.hosts is not None:
+        parts.append(f"<h3>Hosts</h3>{render_value(data.hosts)}")
+    else:
+        parts.append("<h3>Hosts</h3><p>No host record (provenance/hosts.json is missing).</p>")
+    # everything else
+    for name, record in sorted(data.other_provenance.items()):
+        parts.append(f"<details><summary>{esc(name)}</summary>{render_value(record)}</details>")
+    parts.append(f"<p class='meta'>Report written by brokerbench {esc(brokerbench.__version__)}.</p>")
+    return "\n".join(parts)
+
+
+def as_text_bool(value: Any) -> str:
+    if value is True:
+        return "applied"
+    if value is False:
+        return "not applied"
+    return "unknown"
+
+
+def plan_section(data: RunData) -> str:
+    plan = data.plan
+    if not plan:
+        return "<p>No plan.json.</p>"
+    shown = {k: v for k, v in plan.items() if k != "items"}
+    items = plan.get("items")
+    parts = [render_value(shown)]
+    if isinstance(items, list) and items:
+        rows = []
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            workload = item.get("workload")
+            driver = item.get("driver")
+            wname = workload.get("name") if isinstance(workload, dict) else workload
+            dname = driver.get("name") if isinstance(driver, dict) else driver
+            rows.append(f"<tr><td>{esc(wname)}</td><td>{esc(item.get('broker'))}</td><td>{esc(dname)}</td>"
+                        f"<td>{esc(item.get('variant'))}</td><td>{esc(item.get('durability_level') or '')}</td></tr>")
+        parts.append("<p>Measurements planned:</p><table><thead><tr><th>workload</th><th>broker</th><th>driver</th>"
+                     "<th>variant</th><th>durability level</th></tr></thead><tbody>" + "".join(rows)
+                     + "</tbody></table>")
+    return "\n".join(parts)
+
+
+def _suite_name(data: RunData) -> str | None:
+    plan = data.plan or {}
+    suite = plan.get("suite")
+    if isinstance(suite, dict):
+        suite = suite.get("name")
+    return str(suite) if suite else None
+
+
+def _environment(data: RunData) -> str | None:
+    env = (data.plan or {}).get("environment")
+    if isinstance(env, dict):
+        env = env.get("name") or env.get("kind")
+    return str(env) if env else None
+
+
+def _title(data: RunData) -> str:
+    suite = _suite_name(data)
+    dag_id = data.dag_id or (data.plan or {}).get("dag_id")
+    parts = ["brokerbench report"]
+    if suite:
+        parts.append(suite)
+    run = f"{dag_id} / {data.run_id}" if dag_id else data.run_id
+    parts.append(run)
+    return " — ".join(parts)
+
+
+def status_section(data: RunData) -> str:
+    partial = [r for r in data.summary if _is_partial(r)]
+    if not partial:
+        return ""
+    items = "".join(
+        f"<li>{esc(r.get('workload'))} / {esc(r.get('broker'))} / {esc(r.get('variant'))}: {esc(r.get('status'))}</li>"
+        for r in partial
+    )
+    return f'<div class="bad">Incomplete results (rows marked red):<ul>{items}</ul></div>'
+
+
+def render_html(data: RunData) -> str:
+    title = _title(data)
+    env = _environment(data)
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    meta_bits = [f"run directory: {data.run_dir}", f"generated {generated}"]
+    if env:
+        meta_bits.insert(0, f"environment: {env}")
+    if data.summary:
+        body_results = (
+            status_section(data)
+            + ("".join(f'<div class="warn">&#9888; {esc(w)}</div>' for w in durability_warnings(data)
+                       if "cannot honour" in w))
+            + "<h3>Key results</h3>" + results_table(data, KEY_COLUMNS)
+            + "<h3>All columns</h3>" + results_table(data, data.summary_columns)
+        )
+    else:
+        body_results = '<div class="bad">No summary (summary/summary.csv is missing or empty): nothing was measured or the aggregation did not run.</div>'
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{esc(title)}</title>
+<style>{CSS}</style>
+</head>
+<body>
+<h1>{esc(title)}</h1>
+<p class="meta">{' &middot; '.join(esc(b) for b in meta_bits)}</p>
+<h2>Results</h2>
+<p class="meta">Measured phase only (warm-up excluded). Percentiles are read from histograms merged across all
+workers and intervals, never averaged. Rates are messages over the measured wall-clock span.</p>
+{body_results}
+<h2>Charts</h2>
+{charts_section(data)}
+<h2>Durability</h2>
+{durability_section(data)}
+<h2>Provenance</h2>
+{provenance_section(data)}
+<h2>Plan</h2>
+{plan_section(data)}
+</body>
+</html>
+"""
+
+
+def build_report(run_dir: str | Path) -> Path:
+    """Write ``<run_dir>/report.html`` and return its path."""
+    run_dir = Path(run_dir)
+    data = load_run(run_dir)
+    path = run_dir / "report.html"
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(render_html(data), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _text_table(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
+    body = [[format_value(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(line[i]) for line in body]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in body]
+    return "\n".join(lines)
+
+
+def render_text_summary(run_dir: str | Path) -> str:
+    """The summary as plain text for task logs: key columns, then warnings."""
+    data = load_run(run_dir)
+    if not data.summary:
+        return f"brokerbench: no summary in {Path(run_dir) / 'summary' / 'summary.csv'}"
+    columns = [c for c in TEXT_COLUMNS if c in data.summary_columns]
+    out = [_title(data), _text_table(data.summary, columns)]
+    for w in durability_warnings(data):
+        out.append(f"WARNING durability: {w}")
+    for r in data.summary:
+        if _is_partial(r):
+            out.append(f"WARNING {r.get('workload')} {r.get('broker')} {r.get('variant')}: {r.get('status')}")
+    return "\n".join(out)

@@ -1,0 +1,219 @@
+"""brokerbench.report on small hand-made summary, timeseries and provenance files."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import brokerbench
+from brokerbench.report import build_report, render_text_summary
+from brokerbench.report.data import column_unit
+from brokerbench.report.html import format_value
+
+NASTY = "<script>alert('x')</script> & \"quoted\""
+
+SUMMARY_COLUMNS = [
+    "workload", "broker", "driver", "variant", "broker_implementation", "broker_version",
+    "durability_honoured", "durability_note", "durability_settings", "client_library", "client_library_version",
+    "brokerbench_version", "client_hosts", "target_rate_msg_s", "publish_rate_msg_s", "consume_rate_msg_s",
+    "measured_seconds", "workers", "messages_sent", "publish_latency_p50_ms", "publish_latency_p99_ms",
+    "e2e_latency_avg_ms", "e2e_latency_p99_ms", "publish_delay_p99_us", "backlog_end_msgs", "status",
+]
+
+
+def _summary_row(broker, variant, honoured, note, p99, status="ok"):
+    return {
+        "workload": "1-topic-1-partition-1kb", "broker": broker, "driver": f"{broker}-latency", "variant": variant,
+        "broker_implementation": "tansu" if broker == "kafka" else "pulsar-lite",
+        "broker_version": "0.5.1" if broker == "kafka" else "0.2.0",
+        "durability_honoured": honoured, "durability_note": note,
+        "durability_settings": json.dumps({"flush.messages": 1}),
+        "client_library": "kafka-python" if broker == "kafka" else "pulsar-client",
+        "client_library_version": "3.0.12" if broker == "kafka" else "3.13.0",
+        "brokerbench_version": "0.1.0", "client_hosts": "localhost",
+        "target_rate_msg_s": 1000.0, "publish_rate_msg_s": 998.123456, "consume_rate_msg_s": 997.5,
+        "measured_seconds": 30.004, "workers": 2, "messages_sent": 29950, "publish_latency_p50_ms": 0.815,
+        "publish_latency_p99_ms": p99, "e2e_latency_avg_ms": 1.2345, "e2e_latency_p99_ms": 4.5,
+        "publish_delay_p99_us": 181.0, "backlog_end_msgs": 3, "status": status,
+    }
+
+
+def _write_csv(path: Path, columns, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns)
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    run = tmp_path / "runs" / "brokerbench_nightly" / "scheduled__2026-01-01"
+    rows = [
+        _summary_row("kafka", "default", True, "default settings", 3.25),
+        _summary_row("kafka", "fsync", False, f"tansu stores messages in memory {NASTY}", 3.25),
+        _summary_row("pulsar", "default", True, "journal sync on", 6.03,
+                     status="partial: worker client2-0 has no end record"),
+    ]
+    _write_csv(run / "summary" / "summary.csv", SUMMARY_COLUMNS, rows)
+    ts_cols = ["workload", "broker", "driver", "variant", "interval_index", "interval_start_s",
+               "publish_rate_msg_s", "consume_rate_msg_s", "backlog_msgs", "publish_latency_p50_ms",
+               "publish_latency_p99_ms", "publish_latency_avg_ms", "e2e_latency_p50_ms", "e2e_latency_p99_ms",
+               "e2e_latency_avg_ms", "e2e_latency_max_ms", "publish_delay_p99_us"]
+    ts = []
+    for r in rows:
+        for i in range(3):
+            ts.append({"workload": r["workload"], "broker": r["broker"], "driver": r["driver"],
+                       "variant": r["variant"], "interval_index": i, "interval_start_s": 10.0 * i,
+                       "publish_rate_msg_s": 1000 - i, "consume_rate_msg_s": 999 - i, "backlog_msgs": i,
+                       "publish_latency_p50_ms": 0.8, "publish_latency_p99_ms": 3.0 + i,
+                       "publish_latency_avg_ms": 1.0, "e2e_latency_p50_ms": 1.1, "e2e_latency_p99_ms": 4.0,
+                       "e2e_latency_avg_ms": 1.2 + 0.1 * i, "e2e_latency_max_ms": 9.0, "publish_delay_p99_us": 180})
+    _write_csv(run / "summary" / "timeseries.csv", ts_cols, ts)
+    prov = run / "provenance"
+    prov.mkdir(parents=True)
+    for broker, variant, honoured, note in (("kafka", "default", True, "default settings"),
+                                            ("kafka", "fsync", False, f"tansu stores messages in memory {NASTY}"),
+                                            ("pulsar", "default", True, "journal sync on")):
+        (prov / f"{broker}__{variant}.json").write_text(json.dumps({
+            "broker": broker, "implementation": "tansu" if broker == "kafka" else "pulsar-lite",
+            "version": "0.5.1" if broker == "kafka" else "0.2.0", "nodes": 1,
+            "durability": {"variant": variant, "honoured": honoured, "note": note,
+                           "settings": {"flush.messages": 1}},
+        }))
+    (prov / "hosts.json").write_text(json.dumps({"hosts": [{
+        "name": "bench-host-1",
+        "tuned": {"profile": "latency-performance", "applied": False, "reason": "tuned-adm is not installed"},
+        "time_sync": {"clock_offset_ms": 0.25, "note": "chrony tracking"},
+        "description": {"cpus": 2, "kernel": "6.1.0-18-amd64", "disk": {"model": "nvme <fast>"}},
+    }]}))
+    (prov / "teardown.json").write_text(json.dumps({"removed": ["kafka", "pulsar"]}))
+    (run / "plan.json").write_text(json.dumps({
+        "format_version": 1, "suite": "nightly-latency", "description": "nightly run",
+        "environment": "local", "interval_seconds": 10,
+        "items": [{"workload": {"name": "1-topic-1-partition-1kb"}, "driver": {"name": "kafka-latency"},
+                   "broker": "kafka", "variant": "fsync"}],
+    }))
+    return run
+
+
+def test_report_has_title_table_and_units(run_dir):
+    path = build_report(run_dir)
+    assert path == run_dir / "report.html"
+    text = path.read_text()
+    assert text.startswith("<!DOCTYPE html>")
+    title = re.search(r"<h1>(.*?)</h1>", text).group(1)
+    assert "nightly-latency" in title and "brokerbench_nightly" in title and "scheduled__2026-01-01" in title
+    assert '<table class="results">' in text
+    # every numeric column shows its unit in the header
+    for name, unit in (("publish_latency_p99_ms", "ms"), ("publish_delay_p99_us", "µs"),
+                       ("publish_rate_msg_s", "msg/s"), ("backlog_end_msgs", "msgs"), ("measured_seconds", "s")):
+        assert re.search(rf'<th title="{name}">[^<]*<br><span class="unit">\[{re.escape(unit)}\]</span></th>', text), name
+    # numbers formatted sensibly
+    assert ">998.1<" in text and ">29,950<" in text and ">0.815<" in text
+    assert "partial: worker client2-0 has no end record" in text
+
+
+def test_report_embeds_three_png_charts(run_dir):
+    text = build_report(run_dir).read_text()
+    images = re.findall(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
+    assert len(images) == 3
+    for b64 in images:
+        assert base64.b64decode(b64)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "p99 publish latency over time" in text
+    assert "average end-to-end latency over time" in text
+    assert "throughput over time" in text
+    # self-contained: nothing fetched from elsewhere
+    assert not re.search(r'(src|href)="(https?:)?//', text)
+    assert "<link" not in text
+
+
+def test_durability_warning_and_marked_row(run_dir):
+    text = build_report(run_dir).read_text()
+    durability = text.split("<h2>Durability</h2>")[1].split("<h2>")[0]
+    assert "kafka (tansu 0.5.1) cannot honour durability variant &#x27;fsync&#x27;" in durability
+    assert "tansu stores messages in memory" in durability
+    assert "pulsar" not in durability.split("honoured as specified")[0]  # only the failing combo is warned about
+    rows = re.findall(r'<tr class="([^"]*)">(.*?)</tr>', text)
+    marked = [body for cls, body in rows if "not-honoured" in cls]
+    assert marked and all(">fsync" in body and "not honoured" in body for body in marked)
+    assert not any(">default" in body for body in marked)
+    partial = [body for cls, body in rows if "partial" in cls]
+    assert partial and all(">pulsar<" in body for body in partial)
+
+
+def test_text_is_escaped(run_dir):
+    text = build_report(run_dir).read_text()
+    assert "<script>" not in text
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &quot;quoted&quot;" in text
+    assert "nvme &lt;fast&gt;" in text
+
+
+def test_provenance_section(run_dir):
+    text = build_report(run_dir).read_text()
+    prov = text.split("<h2>Provenance</h2>")[1].split("<h2>Plan</h2>")[0]
+    for needle in ("tansu", "0.5.1", "pulsar-lite", "kafka-python", "3.0.12", "pulsar-client",
+                   "latency-performance: not applied", "tuned-adm is not installed", "0.250 ms", "chrony tracking",
+                   "6.1.0-18-amd64", "flush.messages", "teardown.json",
+                   f"brokerbench {brokerbench.__version__}"):
+        assert needle in prov, needle
+    plan = text.split("<h2>Plan</h2>")[1]
+    assert "nightly-latency" in plan and "local" in plan and "kafka-latency" in plan
+
+
+def test_report_without_provenance_or_plan(run_dir):
+    shutil.rmtree(run_dir / "provenance")
+    (run_dir / "plan.json").unlink()
+    # the summary still knows durability from the provenance the Spark job joined
+    text = build_report(run_dir).read_text()
+    assert '<table class="results">' in text
+    assert len(re.findall(r"<img ", text)) == 3
+    assert "No host record" in text and "No plan.json" in text
+    assert "cannot honour durability variant &#x27;fsync&#x27;" in text
+
+
+def test_report_without_durability_anywhere(tmp_path):
+    run = tmp_path / "run1"
+    row = _summary_row("rabbitmq", "default", None, None, 2.0)
+    _write_csv(run / "summary" / "summary.csv", ["workload", "broker", "driver", "variant", "publish_latency_p99_ms",
+                                                 "status"], [{k: row[k] for k in ("workload", "broker", "driver",
+                                                              "variant", "publish_latency_p99_ms", "status")}])
+    text = build_report(run).read_text()
+    assert "whether the durability variant was honoured is not recorded" in text
+    assert "No time series" in text
+
+
+def test_report_without_summary(tmp_path):
+    text = build_report(tmp_path).read_text()
+    assert "No summary" in text
+    assert "no summary" in render_text_summary(tmp_path)
+
+
+def test_text_summary(run_dir):
+    out = render_text_summary(run_dir)
+    lines = out.splitlines()
+    assert any(line.startswith("workload") and "publish_latency_p99_ms" in line for line in lines)
+    assert sum(1 for line in lines if line.startswith("1-topic-1-partition-1kb")) == 3
+    assert any("WARNING durability" in line and "fsync" in line and "cannot honour" in line for line in lines)
+    assert any(line.startswith("WARNING") and "partial" in line for line in lines)
+
+
+def test_formatting_helpers():
+    assert column_unit("publish_latency_p99_ms") == "ms"
+    assert column_unit("publish_delay_p99_us") == "µs"
+    assert column_unit("consume_rate_msg_s") == "msg/s"
+    assert column_unit("messages_acked") == "msgs"
+    assert column_unit("interval_start_s") == "s"
+    assert column_unit("broker") is None
+    assert format_value(None) == "–"
+    assert format_value(12345) == "12,345"
+    assert format_value(0.8151) == "0.815"
+    assert format_value(1234.56) == "1,235"
+    assert format_value(True) == "yes"
