@@ -341,9 +341,9 @@ class LocalBroker(ABC):
         logs.mkdir(parents=True, exist_ok=True)
         log_path = logs / f"{role}.log"
         with open(log_path, "ab") as f:
-            f.write(f"\n=== brokerbench: starting {role} at {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+            offset = f.tell()  # the error tail starts at this start's header line
+            f.write(f"=== brokerbench: starting {role} at {time.strftime('%Y-%m-%d %H:%M:%S')}: "
                     f"{' '.join(argv)}\n".encode())
-            offset = f.tell()
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
                                     env=env or self.env(), cwd=str(cwd or self.dir), start_new_session=True)
         entry = process_entry(psutil.Process(proc.pid), self.broker, role)
@@ -697,6 +697,9 @@ class PulsarProbeMixin:
         """A pulsar.Client creates a producer on a throwaway topic."""
         import pulsar
 
+        host, port = state["address"].rsplit(":", 1)
+        if not port_open(int(port), host):  # spares the client library's connection-refused noise
+            raise ConnectionRefusedError(f"nothing listens on {state['address']} yet")
         client = pulsar.Client(state["service_url"], operation_timeout_seconds=5, connection_timeout_ms=3000,
                                logger=_quiet_pulsar_logger())
         try:
