@@ -137,12 +137,12 @@ class AggregateResultsOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> Any:
         ctx = run_context(self.suite, context)
         try:
-            BaseHook.get_connection(self.conn_id)
+            BaseHook.get_connection(self._conn_id)
         except Exception as e:
             raise AirflowFailException(
-                f"Spark connection {self.conn_id!r} is not defined; brokerbench does not fall back to "
+                f"Spark connection {self._conn_id!r} is not defined; brokerbench does not fall back to "
                 f"Spark's default (yarn). Define it, e.g. "
-                f"AIRFLOW_CONN_{self.conn_id.upper()}='{{\"conn_type\":\"spark\",\"host\":\"local[*]\"}}'") from e
+                f"AIRFLOW_CONN_{self._conn_id.upper()}='{{\"conn_type\":\"spark\",\"host\":\"local[*]\"}}'") from e
         if not pipeline.has_measurements(ctx):
             raise AirflowFailException(f"no measured results under {ctx.run_dir / 'raw'}: nothing to aggregate")
         self.application_args = ["--run-dir", str(ctx.run_dir)]

@@ -181,7 +181,8 @@ class LocalEnvironment(Environment):
         with open(log_path, "a") as f:
             for line in proc.stdout:  # type: ignore[union-attr]
                 line = line.rstrip("\n")
-                log.info("[%s] %s", worker, line)
+                # the worker's progress lines already name it
+                log.info("%s", line if line.startswith(f"[{worker}]") else f"[{worker}] {line}")
                 f.write(line + "\n")
                 f.flush()
                 tail.append(line)

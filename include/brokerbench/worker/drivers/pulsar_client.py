@@ -75,12 +75,12 @@ class PulsarClientDriver(Driver):
     def __init__(self, endpoint, driver, recorder):
         super().__init__(endpoint, driver, recorder)
         client_cfg = driver.get("client") or {}
+        # connectionsPerBroker has no equivalent in the Python client
         self.client = pulsar.Client(
             endpoint["service_url"],
             io_threads=int(client_cfg.get("ioThreads", 1)),
-            connections_per_broker=int(client_cfg.get("connectionsPerBroker", 1)),
             operation_timeout_seconds=30,
-            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error) if hasattr(pulsar, "ConsoleLogger") else None,
+            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
         )
 
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
