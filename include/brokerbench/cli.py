@@ -18,12 +18,21 @@ import sys
 import time
 from pathlib import Path
 
-#: Lines of `airflow dags test` output shown on the terminal (all go to the log file).
-_SHOW = re.compile(
-    r"(\[[\w.-]+-\d+\] |deployed:|durability|report:|plan:|teardown:|host \S+: tuned|"
-    r"created .* partitions|Marking task|TaskInstance Finished|state=|ERROR|Error|"
-    r"Traceback|failed|Failed|WorkerError|SpecError|ParamValidationError)"
-)
+#: brokerbench's own log records in `airflow dags test` output: "<ts> [info ] MESSAGE [brokerbench] loc=..."
+_OWN = re.compile(r"^\S+ \[(\w+)\s*\] (.*?)\s+\[brokerbench[\w.]*\]")
+#: other lines worth showing: failures, exceptions, the run's end
+_SHOW = re.compile(r"(\[error\s*\]|^\w*(Error|Exception)\b.*:|DagRun Finished|new_state=(failed|up_for_retry))")
+
+
+def _terminal_line(line: str) -> str | None:
+    """What of an Airflow output line to show on the terminal (None = log file only)."""
+    m = _OWN.match(line)
+    if m:
+        level, message = m.groups()
+        return message if level == "info" else f"{level.upper()}: {message}"
+    if _SHOW.search(line):
+        return re.sub(r"\s+(correlation_id|loc|ti_id|hostname|rows_affected)=\S+", "", line.rstrip())
+    return None
 
 
 def _cmd_list(_args) -> int:
@@ -85,9 +94,9 @@ def _cmd_bench(args) -> int:
         assert proc.stdout is not None
         for line in proc.stdout:
             log.write(line)
-            if args.verbose or _SHOW.search(line):
-                sys.stdout.write(line)
-                sys.stdout.flush()
+            shown = line.rstrip("\n") if args.verbose else _terminal_line(line)
+            if shown is not None:
+                print(shown, flush=True)
         rc = proc.wait()
     elapsed = time.time() - started
     run_dir = _latest_run_dir(results_root, dag_id, started)

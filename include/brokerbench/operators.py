@@ -7,6 +7,7 @@ imports happen inside ``execute`` so that parsing DAG files stays fast.
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -19,6 +20,8 @@ from brokerbench import pipeline
 #: The Spark connection brokerbench uses. Defined by the project (Makefile,
 #: Dockerfile); its absence is an error, never a silent fallback to yarn.
 SPARK_CONN_ID = "brokerbench_spark"
+
+log = logging.getLogger("brokerbench")
 
 
 def run_context(suite: str, context: Any) -> pipeline.RunContext:
@@ -42,6 +45,7 @@ class BrokerbenchStepOperator(BaseOperator):
 
     def execute(self, context: Any) -> Any:
         ctx = run_context(self.suite, context)
+        log.info("== %s (try %s)", self.task_id, context["ti"].try_number)
         try:
             return self.step(ctx)
         except pipeline.NotSelected as e:
@@ -136,6 +140,7 @@ class AggregateResultsOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> Any:
         ctx = run_context(self.suite, context)
+        log.info("== %s (try %s): spark-submit on %s", self.task_id, context["ti"].try_number, ctx.run_dir)
         try:
             BaseHook.get_connection(self._conn_id)
         except Exception as e:
