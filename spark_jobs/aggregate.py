@@ -465,12 +465,13 @@ def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
         for stat in ["avg", *[label for label, _ in STANDARD_PERCENTILES], "max"]
     ]
     timeseries = (
-        interval_counters.join(identity.select(*COMBO, "phase_start_ns"), on=COMBO, how="left")
+        # the phase starts with its earliest interval (workers share one schedule)
+        interval_counters.withColumn("phase_start_ns", F.min("start_ns").over(Window.partitionBy(*COMBO)))
         .join(interval_latency, on=interval_keys, how="left")
         .select(
             *COMBO,
             F.col("index").alias("interval_index"),
-            ((F.col("start_ns") - F.coalesce("phase_start_ns", "start_ns")) / 1e9).alias("interval_start_s"),
+            ((F.col("start_ns") - F.col("phase_start_ns")) / 1e9).alias("interval_start_s"),
             "interval_seconds",
             "workers",
             interval_rate("acked").alias("publish_rate_msg_s"),

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,33 @@ def completed_ok(path: Path) -> bool:
         return False
 
 
+def _interval_count(path: Path) -> int:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return sum(1 for line in f if line.startswith('{"record":"interval"'))
+    except OSError:
+        return 0
+
+
+def keep_best_attempt(final: Path, attempt: Path) -> Path:
+    """Decide which of two attempts' result files is the phase's result.
+
+    The new attempt replaces the earlier file when it completed, or when it
+    measured more intervals; the other file is kept beside it under a name
+    the aggregation does not read (``*.jsonl.superseded-<time>``). Results
+    already measured are never lost to a retry that fails sooner.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    if not final.exists() or completed_ok(attempt) or _interval_count(attempt) > _interval_count(final):
+        if final.exists():
+            final.replace(final.with_name(f"{final.name}.superseded-{stamp}"))
+        attempt.replace(final)
+    elif attempt.exists():
+        attempt.replace(final.with_name(f"{final.name}.superseded-{stamp}"))
+        log.warning("%s: this attempt measured less than the earlier one; the earlier result is kept", final)
+    return final
+
+
 def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[dict[str, Any]]:
     """Run the warm-up or the measured phase of every workload of broker x variant.
 
@@ -238,6 +266,7 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
     plan = ctx.plan()
     endpoint = _endpoint(ctx, broker, variant)
     env = ctx.environment()
+    env.health(broker)  # a broker that died fails here, by name, before any load
     outcomes, failures = [], []
     for item in _items(ctx, broker, variant):
         minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
@@ -249,15 +278,19 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
         if phase == "measure" and completed_ok(out):
             log.info("%s: measured phase already complete in %s, not repeated", item.key, out)
             continue
+        attempt = out.with_name(out.name + ".attempt")
         job = _job(ctx, item, endpoint, phase, minutes * 60.0, plan.interval_seconds, worker)
         log.info("%s: %s for %.0f s at %s msg/s", item.key, phase, minutes * 60, job["rate_msg_s"])
-        res = env.run_workers([job], [str(out)], timeout_s=minutes * 60.0 + 180)
+        res = env.run_workers([job], [str(attempt)], timeout_s=minutes * 60.0 + 180)
+        keep_best_attempt(out, attempt)
+        for r in res:
+            r["path"] = str(out)
         outcomes += res
         failures += [f"{item.key}: {r['worker']}: {r.get('error') or 'exit ' + str(r['returncode'])}"
                      for r in res if r.get("returncode") != 0]
     if failures:
-        raise RuntimeError(f"{phase} failed for {len(failures)} worker(s); results measured so far are kept "
-                           f"in {ctx.run_dir / 'raw'}:\n" + "\n".join(failures))
+        raise RuntimeError(f"{phase} on {broker} failed for {len(failures)} worker(s); results measured so far "
+                           f"are kept in {ctx.run_dir / 'raw'}:\n" + "\n".join(failures))
     return outcomes
 
 

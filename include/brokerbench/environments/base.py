@@ -124,6 +124,10 @@ class Environment(ABC):
         settings; ``driver_overrides`` the client-side ones, given so the
         environment can say whether the implementation honours them."""
 
+    def health(self, broker: str) -> dict[str, Any]:
+        """Raise an error naming ``broker`` unless it runs and serves. Default: no check."""
+        return {"broker": broker, "status": "unchecked"}
+
     @abstractmethod
     def undeploy(self, broker: str) -> None:
         """Stop ``broker``. Idempotent."""

@@ -203,7 +203,7 @@ def durability_warnings(data: RunData) -> list[str]:
         if d["honoured"] is False:
             out.append(
                 f"{broker}{impl} cannot honour durability variant '{variant}': "
-                f"{d.get('note') or 'no reason recorded'}. Its results under '{variant}' do not measure "
+                f"{(d.get('note') or 'no reason recorded').rstrip('.')}. Its results under '{variant}' do not measure "
                 f"that durability level; they may equal another variant's numbers."
             )
         elif d["honoured"] is None:

@@ -1,0 +1,48 @@
+"""Pipeline bookkeeping that needs no broker: retries never lose measured results."""
+
+import json
+
+from brokerbench.pipeline import RunContext, completed_ok, keep_best_attempt, safe_name
+
+
+def write(path, intervals, end_status=None):
+    lines = [{"record": "meta"}] + [{"record": "interval", "index": i} for i in range(intervals)]
+    if end_status:
+        lines.append({"record": "end", "status": end_status})
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in lines))
+
+
+def test_a_retry_that_measures_less_keeps_the_earlier_result(tmp_path):
+    final, attempt = tmp_path / "w.jsonl", tmp_path / "w.jsonl.attempt"
+    write(final, 4, "error")          # broker died after 4 intervals
+    write(attempt, 0, "error")        # the retry could not even connect
+    keep_best_attempt(final, attempt)
+    assert final.read_text().count('"record":"interval"') == 4
+    assert not attempt.exists()
+    assert len(list(tmp_path.glob("w.jsonl.superseded-*"))) == 1
+
+
+def test_a_complete_retry_replaces_a_partial_result_which_is_kept_aside(tmp_path):
+    final, attempt = tmp_path / "w.jsonl", tmp_path / "w.jsonl.attempt"
+    write(final, 4, "error")
+    write(attempt, 3, "ok")
+    keep_best_attempt(final, attempt)
+    assert completed_ok(final)
+    kept = list(tmp_path.glob("w.jsonl.superseded-*"))
+    assert len(kept) == 1 and kept[0].read_text().count('"record":"interval"') == 4
+    # the aggregation reads *.jsonl only: the superseded file is not double counted
+    assert [p.name for p in tmp_path.glob("*.jsonl")] == ["w.jsonl"]
+
+
+def test_first_attempt_becomes_the_result(tmp_path):
+    final, attempt = tmp_path / "w.jsonl", tmp_path / "w.jsonl.attempt"
+    write(attempt, 2)
+    keep_best_attempt(final, attempt)
+    assert final.exists() and not completed_ok(final)
+
+
+def test_run_paths_are_safe_for_hadoop_and_s3(tmp_path):
+    ctx = RunContext("brokerbench_smoke", "manual__2026-11-21T10:42:09.725280+00:00", "smoke",
+                     {"results_root": str(tmp_path)})
+    assert ":" not in ctx.run_key and "+" not in ctx.run_key
+    assert ctx.run_dir == tmp_path / "runs" / "brokerbench_smoke" / safe_name(ctx.run_id)
