@@ -29,6 +29,7 @@ from brokerbench.operators import (
     PrepareTopicsOperator,
     ProvisionOperator,
     ReportOperator,
+    RunOutcomeOperator,
     RunPhaseOperator,
     TeardownOperator,
     UndeployBrokerOperator,
@@ -116,6 +117,13 @@ def build_dag(suite_name: str) -> DAG:
 
         teardown = TeardownOperator(task_id="teardown", retries=2, **kw)
         report >> teardown.as_teardown(setups=provision)
+
+        # a failed step must fail the run even though later steps ran on all_done
+        watcher = RunOutcomeOperator(task_id="fail_run_if_any_task_failed", trigger_rule=TriggerRule.ONE_FAILED,
+                                     retries=0, **kw)
+        for task in dag.tasks:
+            if task is not watcher:
+                task >> watcher
     return dag
 
 

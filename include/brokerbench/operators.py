@@ -180,6 +180,29 @@ class ReportOperator(BrokerbenchStepOperator):
         return pipeline.report(ctx)
 
 
+class RunOutcomeOperator(BaseOperator):
+    """Fails the DAG run when any task failed (the watcher pattern).
+
+    Airflow decides a run's state from its leaf tasks; since undeploy,
+    aggregation, report and teardown run after failures on purpose, a failed
+    measurement would otherwise end in a "successful" run. This task sits
+    downstream of every task with trigger rule one_failed: it is skipped when
+    all went well and fails the run otherwise.
+    """
+
+    ui_color = "#f5b7b1"
+
+    def __init__(self, *, suite: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def execute(self, context: Any) -> Any:
+        ctx = run_context(self.suite, context)
+        raise AirflowFailException(
+            f"a task of this run failed (see the failed tasks' logs); every result measured is kept in "
+            f"{ctx.run_dir}")
+
+
 class TeardownOperator(BrokerbenchStepOperator):
     """Stops and releases everything the run started. Runs even when tasks failed."""
 

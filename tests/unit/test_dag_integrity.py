@@ -43,7 +43,7 @@ def test_tags_retries_and_teardown(dag_id):
     dag = DAGS[dag_id]
     assert "brokerbench" in dag.tags and len(dag.tags) >= 2
     for task in dag.tasks:
-        if task.task_id != "setup.validate":
+        if task.task_id not in ("setup.validate", "fail_run_if_any_task_failed"):
             assert task.retries >= 1, task.task_id
     teardown = dag.get_task("teardown")
     provision = dag.get_task("setup.provision")
@@ -61,8 +61,11 @@ def test_stage_chain_and_trigger_rules():
             for step in ("deploy", "prepare_topics", "warmup", "measure", "undeploy"):
                 assert f"{g}.{step}" in ids
             assert dag.get_task(f"{g}.undeploy").trigger_rule == TriggerRule.ALL_DONE
-            assert dag.get_task(f"{g}.warmup").downstream_task_ids == {f"{g}.measure"}
+            assert dag.get_task(f"{g}.warmup").downstream_task_ids == {f"{g}.measure", "fail_run_if_any_task_failed"}
     assert dag.get_task("analysis.aggregate").trigger_rule == TriggerRule.ALL_DONE
+    watcher = dag.get_task("fail_run_if_any_task_failed")
+    assert watcher.trigger_rule == TriggerRule.ONE_FAILED
+    assert watcher.upstream_task_ids == {t.task_id for t in dag.tasks} - {watcher.task_id}
     assert "analysis.report" in dag.get_task("analysis.aggregate").downstream_task_ids
 
 
