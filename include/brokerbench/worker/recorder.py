@@ -31,12 +31,17 @@ PROBE_THRESHOLD_NS = 10**17
 class Samples:
     """The lists the hot path appends to. Swapped as a whole per interval."""
 
-    __slots__ = ("publish_ns", "delay_ns", "e2e_ns", "send_errors")
+    __slots__ = ("publish_ns", "publish_s", "delay_ns", "e2e_ns", "catchup_e2e_ns", "send_errors")
 
     def __init__(self) -> None:
         self.publish_ns: list[int] = []  # ack time - send time
+        #: ack time - send time as float seconds, for libraries that measure it
+        #: themselves (confluent-kafka's Message.latency()); same histogram
+        self.publish_s: list[float] = []
         self.delay_ns: list[int] = []  # actual send time - intended send time
         self.e2e_ns: list[int] = []  # receive time - send time carried in the message
+        #: the catch-up subscription of a ``mixed`` workload (reads from the start)
+        self.catchup_e2e_ns: list[int] = []
         self.send_errors = 0
 
 
@@ -57,10 +62,19 @@ class Recorder:
         self.last_error = str(exc)
 
 
-def _histogram_us(values_ns: list[int]) -> LogHistogram:
+def _histogram_us(values_ns: list[int], values_s: list[float] | None = None) -> LogHistogram:
     arr = np.fromiter(values_ns, dtype=np.int64, count=len(values_ns))
+    if values_s:
+        secs = np.fromiter(values_s, dtype=np.float64, count=len(values_s))
+        arr = np.concatenate([arr, np.rint(secs * 1e9).astype(np.int64)])
     # round to whole microseconds; floor division keeps negative values negative
     return LogHistogram.from_values((arr + 500) // 1000)
+
+
+def _drop_probes(values: list[int]) -> list[int]:
+    if values and max(values) >= PROBE_THRESHOLD_NS:
+        return [v for v in values if v < PROBE_THRESHOLD_NS]
+    return values
 
 
 class IntervalWriter:
@@ -80,6 +94,13 @@ class IntervalWriter:
         self._write({"record": "meta", **meta})
         self.index = 0
         self.totals = {"sent": 0, "acked": 0, "send_errors": 0, "received": 0}
+        #: extra fields written into every interval record (e.g. a sweep's step)
+        self.extra: dict[str, Any] = {}
+        #: merged over the whole phase, for the validity flags of the end record
+        self.phase_delay = LogHistogram()
+        self.phase_publish = LogHistogram()
+        self.catchup_received = 0
+        self.segment_delay = LogHistogram()
         self._interval_start_ns: int | None = None
         self._phase_start_ns: int | None = None
         self._stop = threading.Event()
@@ -93,18 +114,37 @@ class IntervalWriter:
     def start(self, start_ns: int, duration_s: float) -> None:
         """Begin intervals at ``start_ns``; a thread closes one every interval_s."""
         self._interval_start_ns = start_ns
-        self._phase_start_ns = start_ns
         self._duration_s = duration_s
-        self.recorder.swap()  # anything before the start (probes) is not measured
+        self.segment_delay = LogHistogram()
+        if self._phase_start_ns is None:
+            self._phase_start_ns = start_ns
+            self.recorder.swap()  # anything before the start (probes) is not measured
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interval-writer", daemon=True)
         self._thread.start()
+
+    def stop_segment(self) -> None:
+        """Stop the interval clock and close the (partial) interval now; start() resumes."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            self.close_interval()
+
+    def live(self) -> tuple[int, int, int]:
+        """(sent, acked, received) so far, including the open interval (approximate)."""
+        s = self.recorder.s
+        return (self.totals["sent"] + len(s.delay_ns),
+                self.totals["acked"] + len(s.publish_ns) + len(s.publish_s),
+                self.totals["received"] + len(s.e2e_ns))
 
     def _loop(self) -> None:
         period_ns = int(self.interval_s * 1e9)
         next_end = self._interval_start_ns + period_ns
-        while not self._stop.is_set():
+        stop = self._stop
+        while not stop.is_set():
             wait = (next_end - time.time_ns()) / 1e9
-            if wait > 0 and self._stop.wait(wait):
+            if wait > 0 and stop.wait(wait):
                 break
             self.close_interval(next_end)
             next_end += period_ns
@@ -117,14 +157,16 @@ class IntervalWriter:
             # still be appending: give it a moment before reading the lists
             time.sleep(0.002)
             end_ns = end_ns or time.time_ns()
-            e2e = [v for v in samples.e2e_ns if v < PROBE_THRESHOLD_NS] \
-                if samples.e2e_ns and max(samples.e2e_ns) >= PROBE_THRESHOLD_NS else samples.e2e_ns
-            pub = _histogram_us(samples.publish_ns)
+            e2e = _drop_probes(samples.e2e_ns)
+            pub = _histogram_us(samples.publish_ns, samples.publish_s)
             delay = _histogram_us(samples.delay_ns)
             e2e_h = _histogram_us(e2e)
+            self.phase_delay.merge(delay)
+            self.segment_delay.merge(delay)
+            self.phase_publish.merge(pub)
             counts = {
                 "sent": len(samples.delay_ns),
-                "acked": len(samples.publish_ns),
+                "acked": pub.count + pub.overflow + pub.negative,
                 "send_errors": samples.send_errors,
                 "received": len(e2e),
             }
@@ -142,7 +184,13 @@ class IntervalWriter:
                 "publish_latency_us": pub.to_dict(),
                 "publish_delay_us": delay.to_dict(),
                 "e2e_latency_us": e2e_h.to_dict(),
+                **self.extra,
             }
+            if samples.catchup_e2e_ns or self.catchup_received:
+                catchup = _drop_probes(samples.catchup_e2e_ns)
+                self.catchup_received += len(catchup)
+                record["catchup_received"] = len(catchup)
+                record["catchup_e2e_latency_us"] = _histogram_us(catchup).to_dict()
             self._write(record)
             self._log_progress(record, pub, e2e_h, delay)
             self.index += 1
@@ -167,10 +215,7 @@ class IntervalWriter:
 
     def finish(self, status: str = "ok", error: str | None = None, **extra: Any) -> None:
         """Close the last (partial) interval and write the end record."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self.close_interval()
+        self.stop_segment()
         self._write({"record": "end", "end_ns": time.time_ns(), "status": status,
                      "error": error, "totals": self.totals, **extra})
         self._f.close()

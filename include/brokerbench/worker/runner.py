@@ -18,7 +18,9 @@ environment; the worker never needs Airflow. Flow:
 from __future__ import annotations
 
 import logging
+import math
 import socket
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -28,6 +30,7 @@ import psutil
 from brokerbench import __version__
 from brokerbench.worker.drivers import driver_class
 from brokerbench.worker.payload import STAMP, key_iterator, payload_pool
+from brokerbench.histogram import LogHistogram
 from brokerbench.worker.recorder import IntervalWriter, Recorder
 
 log = logging.getLogger("brokerbench.worker")
@@ -55,7 +58,56 @@ JOB_FIELDS = {
     "probe_timeout_s": "bound of the readiness probe, s",
     "drain_timeout_s": "bound of the wait for consumers after the last send, s",
     "client_library": "optional: which library for the broker (default per broker)",
+    "kind": "optional workload kind (KINDS); default derived from the workload (workload_kind)",
+    "sweep_rates_msg_s": "throughput-sweep: this process's target rates, one step each (default SWEEP_RATES)",
+    "step_duration_s": "throughput-sweep: length of one step, s (default duration_s / steps, >= interval_s)",
+    "sweep_max_delay_p99_ms": "throughput-sweep: publish-delay p99 bound of a stable step, ms (default 50)",
+    "sweep_stop_after_unstable": "throughput-sweep: stop after this many unstable steps (default 1)",
+    "consumer_idle_s": "consumer-only: end after this long without a message once some arrived (default 5)",
+    "catchup_start_s": "mixed: when the catch-up subscription starts reading, s into the phase (default duration/3)",
+    "clock_offset_ms": "optional: this host's clock offset measured by host setup, ms (validity flags)",
+    "switch_interval_s": "optional: sys.setswitchinterval for this process (default 0.001; Python's is 0.005)",
 }
+
+KINDS = ("latency", "throughput-sweep", "producer-only", "consumer-only", "backlog", "mixed")
+
+#: Target rates (msg/s, per worker process) of a throughput sweep when the job names none:
+#: Confluent's fixed steps (10K ... 1M) with lower steps for Python clients.
+SWEEP_RATES = [1_000, 5_000, 10_000, 20_000, 35_000, 50_000, 75_000, 100_000, 200_000, 500_000, 1_000_000]
+
+#: Validity thresholds (documented in docs/worker.md).
+ACHIEVED_MIN_RATIO = 0.99
+CLIENT_CPU_BOUND_PERCENT = 85.0  # one Python process runs on about one core (the GIL)
+DELAY_P99_BOUND_MS = 50.0
+CLOCK_OFFSET_WARN_MS = 1.0
+
+
+def workload_kind(workload: dict[str, Any], job: dict[str, Any] | None = None) -> str:
+    """The workload kind: the job's ``kind`` if set, else derived from the OMB fields.
+
+    consumerBacklogSizeGB > 0 -> backlog; no producers -> consumer-only; no
+    consumers -> producer-only (unthrottled when producerRate is 0);
+    producerRate 0 -> throughput-sweep (OMB's "find the maximum rate", done as
+    Confluent did: fixed rates, the highest stable one reported); else latency.
+    """
+    kind = (job or {}).get("kind") or workload.get("kind")
+    if kind:
+        if kind not in KINDS:
+            raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+        return kind
+    producers = int(workload.get("producersPerTopic", 1))
+    consumers = int(workload.get("subscriptionsPerTopic", 1)) * int(workload.get("consumerPerSubscription", 1))
+    if float(workload.get("consumerBacklogSizeGB", 0) or 0) > 0:
+        return "backlog"
+    if producers == 0:
+        return "consumer-only"
+    if consumers == 0:
+        return "producer-only"
+    if float(workload.get("producerRate", 0)) == 0:
+        return "throughput-sweep"
+    return "latency"
+
+
 
 
 class WorkerError(RuntimeError):
@@ -63,183 +115,510 @@ class WorkerError(RuntimeError):
 
 
 def _producer_loop(producer, rate: float, start_ns: int, end_ns: int, pool: list[bytes],
-                   keys, recorder: Recorder, errors: list[str]) -> None:
-    """The open-loop send schedule of one producer. Hot path: keep it lean."""
+                   keys, recorder: Recorder, errors: list[str], stop: threading.Event) -> None:
+    """The open-loop send schedule of one producer. Hot path: keep it lean.
+
+    Per message: the intended time, one clock read, one append (publish
+    delay), the 8-byte stamp, the library call. ``rate`` = inf is
+    unthrottled: every send is "on time" (delay 0). ``stop`` is checked once
+    per 256 messages and whenever the producer waits.
+    """
+    fast = producer.fast_send
     send = producer.send
+    idle = producer.idle
     tns = time.time_ns
-    sleep = time.sleep
     pack = STAMP.pack
     n = len(pool)
-    period = 1e9 / rate
+    block = range(256)
+    unthrottled = math.isinf(rate)
+    period = 0.0 if unthrottled else 1e9 / rate
     i = 0
     try:
-        while True:
-            intended = start_ns + int(i * period)
-            if intended >= end_ns:
-                break
-            now = tns()
-            if now < intended:
-                sleep((intended - now) * 1e-9)
+        while not stop.is_set():
+            for _ in block:
                 now = tns()
-            recorder.s.delay_ns.append(now - intended)
-            send(pack(now) + pool[i % n], next(keys), now)
-            i += 1
+                if unthrottled:
+                    if now >= end_ns:
+                        return
+                    intended = now
+                else:
+                    intended = start_ns + int(i * period)
+                    if intended >= end_ns:
+                        return
+                    if now < intended:
+                        if stop.is_set():
+                            return
+                        idle((intended - now) * 1e-9)
+                        now = tns()
+                recorder.s.delay_ns.append(now - intended)
+                if fast is None:
+                    send(pack(now) + pool[i % n], next(keys), now)
+                else:
+                    fast(pack(now) + pool[i % n], next(keys))
+                i += 1
     except Exception as e:  # the broker went away, or the library gave up
-        errors.append(f"producer: {e}")
+        errors.append(f"producer: {type(e).__name__}: {e}")
         recorder.error(e)
 
 
-def run_job(job: dict[str, Any], out_path: str, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run one phase; write the result file; return the end record's totals.
+class _Phase:
+    """One worker process running one phase of one workload (see the module docstring)."""
 
-    Raises WorkerError after writing the file when the phase did not end well
-    (every interval measured before the failure is kept in the file).
-    """
-    workload = job["workload"]
-    broker = job["broker"]
-    topics: list[str] = job["topics"]
-    subscriptions: list[str] = job.get("subscriptions", [])
-    partitions = int(workload.get("partitionsPerTopic", 1))
-    producers_per_topic = int(job.get("producers_per_topic", 0))
-    consumers_per_sub = int(job.get("consumers_per_subscription", 0))
-    duration_s = float(job["duration_s"])
-    rate = float(job.get("rate_msg_s", 0))
-    n_producers = producers_per_topic * len(topics)
+    def __init__(self, job: dict[str, Any], out_path: str, progress: Callable[[str], None]):
+        self.job = job
+        self.progress = progress
+        self.workload = job["workload"]
+        self.kind = workload_kind(self.workload, job)
+        self.topics: list[str] = job["topics"]
+        subs: list[str] = list(job.get("subscriptions", []))
+        self.partitions = int(self.workload.get("partitionsPerTopic", 1))
+        self.duration_s = float(job["duration_s"])
+        self.interval_s = float(job.get("interval_s", 10))
+        self.rate = float(job.get("rate_msg_s", 0))
+        ppt = int(job.get("producers_per_topic", 0))
+        cps = int(job.get("consumers_per_subscription", 0))
+        if self.kind == "consumer-only":
+            ppt = 0
+        if self.kind == "producer-only":
+            cps = 0
+            if self.rate <= 0:
+                self.rate = math.inf  # unthrottled
+        if self.kind == "mixed":
+            if len(subs) < 2:
+                raise WorkerError("a mixed workload needs subscriptionsPerTopic >= 2: "
+                                  "tailing subscriptions plus the last one, which catches up")
+            self.catchup_sub = f"{subs[-1]}-catchup-{job['phase']}"
+            subs = subs[:-1]
+        else:
+            self.catchup_sub = None
+        self.subs = subs if cps else []
+        self.ppt, self.cps = ppt, cps
+        self.n_producers = ppt * len(self.topics)
+        if self.kind == "throughput-sweep":
+            self.sweep_rates = [float(r) for r in (job.get("sweep_rates_msg_s") or SWEEP_RATES)]
+        self.recorder = Recorder()
+        self.cls = driver_class(job["broker"], job.get("client_library"))
+        self.load_s = 0.0
+        self.errors: list[str] = []
+        self.extra_end: dict[str, Any] = {}
+        self.reasons: list[str] = []
+        target = (0 if not self.n_producers else
+                  max(self.sweep_rates) if self.kind == "throughput-sweep" else
+                  None if math.isinf(self.rate) else self.rate)
+        meta = {
+            "format_version": 1, "kind": self.kind,
+            "workload": job["workload_id"], "workload_name": self.workload.get("name", job["workload_id"]),
+            "driver": job["driver"].get("name", job["broker"]), "broker": job["broker"],
+            "variant": job["variant"], "phase": job["phase"], "worker": job["worker"],
+            "host": socket.gethostname(), "interval_s": self.interval_s,
+            "target_rate_msg_s": target,
+            "message_size_bytes": int(self.workload["messageSize"]),
+            "topics": len(self.topics), "partitions_per_topic": self.partitions,
+            "producers": self.n_producers,
+            "consumers": cps * (len(self.subs) + (1 if self.catchup_sub else 0)) * len(self.topics),
+            "subscriptions_per_topic": len(self.subs) + (1 if self.catchup_sub else 0),
+            "client_library": self.cls.client_library, "client_library_version": self.cls.client_library_version,
+            "brokerbench_version": __version__,
+            "broker_implementation": job["endpoint"].get("implementation"),
+            "broker_version": job["endpoint"].get("version"),
+            "start_at_ns": job.get("start_at_ns"),
+        }
+        if self.kind == "throughput-sweep":
+            meta["sweep_rates_msg_s"] = self.sweep_rates
+        self.writer = IntervalWriter(out_path, meta, self.recorder, subscriptions=len(self.subs),
+                                     progress=progress)
+        self.consumers: list = []
+        self.catchup_consumers: list = []
+        self.producers: list = []
+        self.driver = None
 
-    recorder = Recorder()
-    cls = driver_class(broker, job.get("client_library"))
-    meta = {
-        "format_version": 1,
-        "workload": job["workload_id"], "workload_name": workload.get("name", job["workload_id"]),
-        "driver": job["driver"].get("name", broker), "broker": broker, "variant": job["variant"],
-        "phase": job["phase"], "worker": job["worker"], "host": socket.gethostname(),
-        "interval_s": float(job.get("interval_s", 10)),
-        "target_rate_msg_s": rate if n_producers else 0,
-        "message_size_bytes": int(workload["messageSize"]),
-        "topics": len(topics), "partitions_per_topic": partitions,
-        "producers": n_producers, "consumers": consumers_per_sub * len(subscriptions) * len(topics),
-        "subscriptions_per_topic": len(subscriptions),
-        "client_library": cls.client_library, "client_library_version": cls.client_library_version,
-        "brokerbench_version": __version__,
-        "broker_implementation": job["endpoint"].get("implementation"),
-        "broker_version": job["endpoint"].get("version"),
-    }
-    writer = IntervalWriter(out_path, meta, recorder,
-                            subscriptions=len(subscriptions) if consumers_per_sub else 0, progress=progress)
-    driver = None
-    consumers, producers = [], []
-    proc = psutil.Process()
-    status, error = "ok", None
-    try:
-        driver = cls(job["endpoint"], job["driver"], recorder)
-        # -- consumers, with a probe handler until the load starts ---------
-        seen: dict[tuple[str, str], bool] = {}
+    # -- helpers -----------------------------------------------------------------
+    def say(self, text: str) -> None:
+        self.progress(f"[{self.job['worker']}] {text}")
+
+    def backlog(self) -> int:
+        _, acked, received = self.writer.live()
+        return max(0, acked * len(self.subs) - received) if self.subs else 0
+
+    def start_producers(self, rate: float, start_ns: int, end_ns: int, stop: threading.Event):
+        pool = payload_pool(self.workload)
+        per = rate / len(self.producers)
+        threads = [threading.Thread(target=_producer_loop, name=f"producer-{i}", daemon=True,
+                                    args=(p, per, start_ns, end_ns, pool,
+                                          key_iterator(self.workload.get("keyDistributor")), self.recorder,
+                                          self.errors, stop))
+                   for i, p in enumerate(self.producers)]
+        for th in threads:
+            th.start()
+        return threads
+
+    def wait_until(self, end_ns: int, stop: threading.Event | None = None,
+                   until: Callable[[], bool] | None = None) -> None:
+        while time.time_ns() < end_ns and not self.errors and not (stop is not None and stop.is_set()):
+            if until is not None and until():
+                return
+            time.sleep(min(0.1, max(0.0, (end_ns - time.time_ns()) / 1e9)))
+
+    def flush_and_drain(self) -> None:
+        timeout = float(self.job.get("drain_timeout_s", 10))
+        for p in self.producers:
+            p.flush(timeout)
+        deadline = time.monotonic() + timeout
+        while self.consumers and time.monotonic() < deadline and not self.errors:
+            if self.backlog() == 0:
+                time.sleep(0.2)  # a late probe counted as received may hide one message
+                break
+            time.sleep(0.05)
+
+    # -- set-up ----------------------------------------------------------------------
+    def connect(self) -> None:
+        job = self.job
+        self.driver = self.cls(job["endpoint"], job["driver"], self.recorder)
+        self.seen: set[tuple[str, str]] = set()
         unpack = STAMP.unpack_from
+        seen = self.seen
 
         def probe_handler(topic: str, sub: str):
             def on_payload(b: bytes) -> None:
                 if unpack(b)[0] == 0:
-                    seen[(topic, sub)] = True
+                    seen.add((topic, sub))
             return on_payload
 
         offset = int(job.get("consumer_index_offset", 0))
-        total_in_sub = int(job.get("consumers_in_subscription", consumers_per_sub or 1))
-        for t in topics:
-            for s in subscriptions:
-                for c in range(consumers_per_sub):
-                    consumers.append(driver.create_consumer(
-                        t, s, partitions, probe_handler(t, s), consumer_index=offset + c,
-                        consumers_in_subscription=total_in_sub))
-        for t in topics:
-            for _ in range(producers_per_topic):
-                producers.append(driver.create_producer(t, partitions))
-        progress(f"[{job['worker']}] {job['phase']}: {len(producers)} producers at {rate:,.0f} msg/s in total, "
-                 f"{len(consumers)} consumers, topics {', '.join(topics)}")
+        total_in_sub = int(job.get("consumers_in_subscription", self.cps or 1))
+        start = "earliest" if self.kind == "consumer-only" else "latest"
+        paused = self.kind == "backlog"
+        for t in self.topics:
+            for s in self.subs:
+                for c in range(self.cps):
+                    self.consumers.append(self.driver.create_consumer(
+                        t, s, self.partitions, probe_handler(t, s), consumer_index=offset + c,
+                        consumers_in_subscription=total_in_sub, start=start, paused=paused))
+            if self.catchup_sub:
+                for c in range(self.cps):
+                    self.catchup_consumers.append(self.driver.create_consumer(
+                        t, self.catchup_sub, self.partitions, lambda b: None, consumer_index=offset + c,
+                        consumers_in_subscription=total_in_sub, start="earliest", paused=True))
+        for t in self.topics:
+            for _ in range(self.ppt):
+                self.producers.append(self.driver.create_producer(t, self.partitions))
+        rate = ("unthrottled" if math.isinf(self.rate) else f"{self.rate:,.0f} msg/s") \
+            if self.kind != "throughput-sweep" else f"a sweep over {len(self.sweep_rates)} rates"
+        self.say(f"{self.job['phase']} ({self.kind}): {len(self.producers)} producers at {rate} in total, "
+                 f"{len(self.consumers) + len(self.catchup_consumers)} consumers, topics {', '.join(self.topics)}")
 
-        # -- readiness probe ------------------------------------------------
-        if producers and consumers:
-            wanted = {(t, s) for t in topics for s in subscriptions}
-            deadline = time.monotonic() + float(job.get("probe_timeout_s", 60))
-            probe = STAMP.pack(0) + payload_pool(workload)[0]
-            rounds = 0
-            while not wanted <= set(seen):
-                if time.monotonic() > deadline:
-                    missing = ", ".join(f"subscription {s} of topic {t}" for t, s in sorted(wanted - set(seen)))
-                    raise WorkerError(f"readiness probe: nothing arrived on {missing} "
-                                      f"within {job.get('probe_timeout_s', 60)} s")
-                for i, p in enumerate(producers):
-                    p.send(probe, str(rounds * 31 + i).encode() if partitions > 1 else None, time.time_ns())
-                rounds += 1
-                time.sleep(0.5)
-            progress(f"[{job['worker']}] ready: every subscription received a probe ({rounds} probe rounds)")
+    def probe(self) -> None:
+        """OMB's readiness check: a probe per producer until every subscription received one (bounded)."""
+        if not self.producers:
+            return
+        timeout = float(self.job.get("probe_timeout_s", 60))
+        deadline = time.monotonic() + timeout
+        probe = STAMP.pack(0) + payload_pool(self.workload)[0]
+        rounds = 0
+        if self.kind == "backlog":  # paused consumers: the probe only needs acknowledgements
+            wanted: set = set()
+        else:
+            wanted = {(t, s) for t in self.topics for s in self.subs}
+        target_acks = len(self.producers)  # at least one acknowledged probe per producer
+        while True:
+            acked = self.writer.live()[1]
+            if wanted <= self.seen and acked >= target_acks:
+                break
+            if self.errors or self.recorder.s.send_errors:
+                raise WorkerError(f"readiness probe: sending failed: {self.recorder.last_error or self.errors}")
+            if time.monotonic() > deadline:
+                missing = [f"subscription {s} of topic {t}" for t, s in sorted(wanted - self.seen)]
+                if acked < target_acks:
+                    missing.append(f"an acknowledgement for {target_acks - acked} of {target_acks} producers")
+                raise WorkerError(f"readiness probe: nothing arrived on {', '.join(missing)} within {timeout:g} s")
+            if rounds == 0 or not wanted <= self.seen:
+                for i, p in enumerate(self.producers):
+                    p.send(probe, str(rounds * 31 + i).encode() if self.partitions > 1 else None, time.time_ns())
+                    p.flush(1.0)
+            rounds += 1
+            time.sleep(0.3)
+        self.say(f"ready: every subscription received a probe, every producer an acknowledgement "
+                 f"({rounds} probe rounds)")
 
-        # -- measured (or warm-up) load ------------------------------------
+    def start_ns(self) -> int:
+        at = self.job.get("start_at_ns")
+        now = time.time_ns()
+        if at:
+            if int(at) < now:
+                late_ms = (now - int(at)) / 1e6
+                self.extra_end["start_missed_ms"] = round(late_ms, 1)
+                self.reasons.append(f"missed the agreed start by {late_ms:.0f} ms (set-up or probe took longer)")
+                return now + 50_000_000
+            return int(at)
+        return now + 100_000_000
+
+    def measuring_handler(self) -> None:
         tns = time.time_ns
-        recorder_ref = recorder
+        unpack = STAMP.unpack_from
+        rec = self.recorder
 
         def on_payload(b: bytes) -> None:
-            recorder_ref.s.e2e_ns.append(tns() - unpack(b)[0])
+            rec.s.e2e_ns.append(tns() - unpack(b)[0])
 
-        for c in consumers:
+        def on_catchup(b: bytes) -> None:
+            rec.s.catchup_e2e_ns.append(tns() - unpack(b)[0])
+
+        for c in self.consumers:
             c.on_payload = on_payload
-        pool = payload_pool(workload)
-        start_ns = int(job.get("start_at_ns") or (time.time_ns() + 100_000_000))
-        end_ns = start_ns + int(duration_s * 1e9)
-        cpu0 = proc.cpu_times()
-        wall0 = time.monotonic()
-        writer.start(start_ns, duration_s)
-        producer_errors: list[str] = []
-        threads = [threading.Thread(target=_producer_loop, name=f"producer-{i}", daemon=True,
-                                    args=(p, rate / len(producers), start_ns, end_ns, pool,
-                                          key_iterator(workload.get("keyDistributor")), recorder,
-                                          producer_errors))
-                   for i, p in enumerate(producers)] if rate > 0 else []
-        for th in threads:
-            th.start()
-        while time.time_ns() < end_ns and not producer_errors:
-            time.sleep(min(0.2, max(0.0, (end_ns - time.time_ns()) / 1e9)))
-        for th in threads:
-            th.join(timeout=max(5.0, duration_s))
-        for p in producers:
-            p.flush(float(job.get("drain_timeout_s", 10)))
-        # bounded wait for the consumers to catch up with what was acknowledged
-        drain_deadline = time.monotonic() + float(job.get("drain_timeout_s", 10))
-        while consumers and time.monotonic() < drain_deadline:
-            acked = writer.totals["acked"] + len(recorder.s.publish_ns)
-            received = writer.totals["received"] + len(recorder.s.e2e_ns)
-            if received >= acked * len(subscriptions):
-                break
-            time.sleep(0.05)
-        cpu1 = proc.cpu_times()
-        cpu_percent = 100.0 * ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / max(
-            time.monotonic() - wall0, 1e-9)
-        if producer_errors:
-            status, error = "error", producer_errors[0]
-    except Exception as e:
-        status, error = "error", f"{type(e).__name__}: {e}"
-        cpu_percent = None
-    finally:
-        for c in consumers:
-            _quietly(c.close)
-        for p in producers:
-            _quietly(p.close)
-        if driver is not None:
-            _quietly(driver.close)
+        for c in self.catchup_consumers:
+            c.on_payload = on_catchup
 
-    if writer._thread is None:  # failed before the load started: no interval to close
-        writer._stop.set()
-    writer.finish(status=status, error=error, cpu_percent=cpu_percent)
-    t = writer.totals
-    unacked = t["sent"] - t["acked"] - t["send_errors"]
-    if status == "ok" and (t["send_errors"] or unacked > 0):
-        error = (f"{t['send_errors']} sends failed and {max(unacked, 0)} were never acknowledged "
-                 f"(last error: {recorder.last_error})")
-        status = "error"
-    progress(f"[{job['worker']}] {job['phase']} done: sent {t['sent']} acked {t['acked']} "
-             f"received {t['received']} errors {t['send_errors']} cpu {cpu_percent or 0:.0f}% status {status}")
-    if status != "ok":
-        raise WorkerError(f"worker {job['worker']} ({broker} at {_where(job['endpoint'])}): {error}")
-    return t
+    # -- the kinds ------------------------------------------------------------------------
+    def run_constant(self) -> None:
+        """latency, producer-only, mixed: the schedule for duration_s, then flush and drain."""
+        start = self.start_ns()
+        end = start + int(self.duration_s * 1e9)
+        self.writer.start(start, self.duration_s)
+        stop = threading.Event()
+        threads = self.start_producers(self.rate, start, end, stop) if self.producers and self.rate > 0 else []
+        if self.catchup_consumers:
+            at = start + int(float(self.job.get("catchup_start_s", self.duration_s / 3)) * 1e9)
+            self.wait_until(at)
+            for c in self.catchup_consumers:
+                c.resume()
+            self.say("catch-up subscription started reading from the beginning")
+        self.wait_until(end)
+        stop.set()
+        for th in threads:
+            th.join(timeout=max(5.0, self.duration_s))
+        self.load_s = max(1e-9, (min(time.time_ns(), end) - start) / 1e9)
+        self.flush_and_drain()
+
+    def run_consumer_only(self) -> None:
+        start = self.start_ns()
+        end = start + int(self.duration_s * 1e9)
+        self.writer.start(start, self.duration_s)
+        idle_s = float(self.job.get("consumer_idle_s", 5))
+        last = [0, time.monotonic()]
+
+        def idle() -> bool:
+            received = self.writer.live()[2]
+            if received != last[0]:
+                last[0], last[1] = received, time.monotonic()
+                return False
+            return received > 0 and time.monotonic() - last[1] > idle_s
+
+        self.wait_until(end, until=idle)
+        self.load_s = max(1e-9, (time.time_ns() - start) / 1e9)
+        self.extra_end["consumer_only"] = {"received": self.writer.live()[2],
+                                           "ended_by": "idle" if time.time_ns() < end else "duration"}
+
+    def run_backlog(self) -> None:
+        """Build consumerBacklogSizeGB with consumers paused, then drain to backlogDrainRatio (bounded)."""
+        size = int(self.workload["messageSize"])
+        requested = float(self.workload.get("consumerBacklogSizeGB", 0)) * 1024 ** 3
+        capacity = requested / size  # messages (per subscription)
+        empty_level = (1.0 - float(self.workload.get("backlogDrainRatio", 1.0))) * capacity
+        start = self.start_ns()
+        end = start + int(self.duration_s * 1e9)
+        self.writer.start(start, self.duration_s)
+        stop = threading.Event()
+        threads = self.start_producers(self.rate, start, end, stop)
+        per_sub = lambda: self.backlog() / max(1, len(self.subs))  # noqa: E731
+        self.wait_until(end, until=lambda: per_sub() >= capacity)
+        built = per_sub() >= capacity
+        t_built = time.time_ns()
+        peak = self.backlog()
+        info = {"requested_bytes": int(requested), "built": built, "build_s": round((t_built - start) / 1e9, 3),
+                "peak_backlog_msgs": peak, "drain_ratio": float(self.workload.get("backlogDrainRatio", 1.0))}
+        self.say(f"backlog {'built' if built else 'NOT built'}: {peak} messages; consumers resume")
+        for c in self.consumers:
+            c.resume()
+        self.wait_until(end, until=lambda: per_sub() <= empty_level)
+        drained = per_sub() <= empty_level
+        info.update(drained=drained, drain_s=round((time.time_ns() - t_built) / 1e9, 3),
+                    backlog_at_end_msgs=self.backlog())
+        stop.set()
+        for th in threads:
+            th.join(timeout=10)
+        self.load_s = max(1e-9, (time.time_ns() - start) / 1e9)
+        if not built:
+            self.reasons.append(f"backlog of {requested / 1e9:.2f} GB not built within {self.duration_s:g} s")
+        elif not drained:
+            self.reasons.append(f"backlog not drained to {info['drain_ratio']:g} within {self.duration_s:g} s")
+        self.extra_end["backlog"] = info
+        self.flush_and_drain()
+
+    def run_sweep(self) -> None:
+        job = self.job
+        rates = self.sweep_rates
+        step_s = float(job.get("step_duration_s") or max(self.interval_s, self.duration_s / len(rates)))
+        bound_ms = float(job.get("sweep_max_delay_p99_ms", DELAY_P99_BOUND_MS))
+        stop_after = int(job.get("sweep_stop_after_unstable", 1))
+        steps, unstable, highest = [], 0, None
+        for k, r in enumerate(rates):
+            self.writer.extra = {"step": k, "step_target_rate_msg_s": r}
+            _, acked0, _ = self.writer.live()
+            start = time.time_ns() + 50_000_000 if k else self.start_ns()
+            end = start + int(step_s * 1e9)
+            self.writer.start(start, step_s)
+            stop = threading.Event()
+            threads = self.start_producers(r, start, end, stop)
+            self.wait_until(start + int(step_s * 0.25e9))
+            b1 = self.backlog()
+            self.wait_until(end)
+            b2 = self.backlog()
+            stop.set()
+            for th in threads:
+                th.join(timeout=step_s + 10)
+            secs = max(1e-9, (min(time.time_ns(), end) - start) / 1e9)
+            self.flush_and_drain()
+            self.writer.stop_segment()
+            acked = self.writer.live()[1] - acked0
+            achieved = acked / secs
+            p99 = self.writer.segment_delay.percentile(99)
+            growth = b2 - b1
+            allowed = max(1000.0, 0.01 * r * len(self.subs) * step_s)
+            why = []
+            if achieved < ACHIEVED_MIN_RATIO * r:
+                why.append(f"achieved {achieved:,.0f} < {ACHIEVED_MIN_RATIO:.0%} of {r:,.0f} msg/s")
+            if self.subs and growth > allowed:
+                why.append(f"backlog grew by {growth} messages (allowed {allowed:,.0f})")
+            if p99 is not None and p99 > bound_ms * 1000:
+                why.append(f"publish-delay p99 {p99 / 1000:.1f} ms > {bound_ms:g} ms")
+            if self.errors:
+                why.append(self.errors[0])
+            stable = not why
+            steps.append({"step": k, "target_rate_msg_s": r, "achieved_rate_msg_s": round(achieved, 1),
+                          "stable": stable, "reason": "; ".join(why) or "stable",
+                          "publish_delay_p99_us": p99, "backlog_growth_msgs": growth})
+            self.say(f"sweep step {k}: target {r:,.0f} achieved {achieved:,.0f} msg/s, "
+                     f"{'stable' if stable else 'UNSTABLE: ' + '; '.join(why)}")
+            if stable:
+                highest = r
+                unstable = 0
+            else:
+                unstable += 1
+                if unstable >= stop_after or self.errors:
+                    break
+        self.writer.extra = {}
+        self.extra_end["sweep_steps"] = steps
+        self.extra_end["highest_stable_rate_msg_s"] = highest
+        self.sweep_target = highest
+        best = next((s for s in steps if s["target_rate_msg_s"] == highest), None)
+        self.sweep_achieved = best["achieved_rate_msg_s"] if best else None
+        self.sweep_delay = best["publish_delay_p99_us"] if best else None
+
+    # -- the end -----------------------------------------------------------------------
+    def validity(self, cpu_percent: float | None, host_cpu: float | None) -> dict[str, Any]:
+        t = self.writer.totals
+        if self.kind == "throughput-sweep":
+            target, achieved = getattr(self, "sweep_target", None), getattr(self, "sweep_achieved", None)
+            delay_p99 = getattr(self, "sweep_delay", None)
+        else:
+            target = None if math.isinf(self.rate) else (self.rate if self.producers else 0)
+            achieved = round(t["acked"] / self.load_s, 1) if self.producers and self.load_s else (
+                round(t["received"] / self.load_s, 1) if self.load_s else None)
+            delay_p99 = self.writer.phase_delay.percentile(99) if self.producers else None
+        reasons = list(self.reasons)
+        off = self.job.get("clock_offset_ms")
+        behind = target and achieved is not None and achieved < ACHIEVED_MIN_RATIO * target
+        late = delay_p99 is not None and delay_p99 > DELAY_P99_BOUND_MS * 1000 and not math.isinf(self.rate)
+        busy = cpu_percent is not None and cpu_percent >= CLIENT_CPU_BOUND_PERCENT
+        host_busy = host_cpu is not None and host_cpu >= 95
+        if behind:
+            reasons.append(f"achieved {achieved:,.0f} msg/s < {ACHIEVED_MIN_RATIO:.0%} of the target {target:,.0f}")
+        if late:
+            reasons.append(f"publish-delay p99 {delay_p99 / 1000:.1f} ms > {DELAY_P99_BOUND_MS:g} ms")
+        if busy:
+            reasons.append(f"client process CPU {cpu_percent:.0f} % (>= {CLIENT_CPU_BOUND_PERCENT:g} %: "
+                           "about one core is the ceiling of one Python process)")
+        if host_busy:
+            reasons.append(f"client host CPU {host_cpu:.0f} % of all cores")
+        if off is not None and abs(float(off)) > CLOCK_OFFSET_WARN_MS:
+            reasons.append(f"clock offset {float(off):.2f} ms (> {CLOCK_OFFSET_WARN_MS:g} ms): "
+                           "end-to-end latency across hosts is suspect")
+        # the generator limited the result: it fell behind (rate or schedule)
+        # while its own process (or host) was saturated, or ran unthrottled
+        client_bound = bool((behind or late or math.isinf(self.rate)) and (busy or host_busy))
+        if self.kind == "throughput-sweep" and self.extra_end.get("sweep_steps"):
+            last = self.extra_end["sweep_steps"][-1]
+            client_bound = bool(not last["stable"] and (busy or host_busy))
+        return {"target_rate_msg_s": target, "achieved_rate_msg_s": achieved,
+                "publish_delay_p99_us": delay_p99, "cpu_percent": None if cpu_percent is None else round(cpu_percent, 1),
+                "host_cpu_percent": None if host_cpu is None else round(host_cpu, 1),
+                "clock_offset_ms": off, "client_bound": client_bound, "reasons": reasons}
+
+    def run(self) -> dict[str, Any]:
+        job = self.job
+        proc = psutil.Process()
+        status, error = "ok", None
+        cpu_percent = host_cpu = None
+        try:
+            self.connect()
+            self.probe()
+            self.measuring_handler()
+            cpu0 = proc.cpu_times()
+            wall0 = time.monotonic()
+            psutil.cpu_percent(None)
+            if self.kind == "throughput-sweep":
+                self.run_sweep()
+            elif self.kind == "backlog":
+                self.run_backlog()
+            elif self.kind == "consumer-only":
+                self.run_consumer_only()
+            else:
+                self.run_constant()
+            cpu1 = proc.cpu_times()
+            host_cpu = psutil.cpu_percent(None)
+            cpu_percent = 100.0 * ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / max(
+                time.monotonic() - wall0, 1e-9)
+            dead = [c.error for c in self.consumers + self.catchup_consumers if getattr(c, "error", None)]
+            if self.errors:
+                status, error = "error", self.errors[0]
+            elif dead:
+                status, error = "error", f"consumer: {dead[0]}"
+        except Exception as e:
+            status, error = "error", f"{type(e).__name__}: {e}"
+        finally:
+            for c in self.consumers + self.catchup_consumers:
+                _quietly(c.close)
+            for p in self.producers:
+                _quietly(p.close)
+            if self.driver is not None:
+                _quietly(self.driver.close)
+
+        if self.writer._thread is None and self.writer._phase_start_ns is None:
+            self.writer._stop.set()  # failed before the load started: no interval to close
+        self.writer.stop_segment()
+        t = self.writer.totals
+        unacked = t["sent"] - t["acked"] - t["send_errors"]
+        if status == "ok" and (t["send_errors"] or unacked > 0):
+            error = (f"{t['send_errors']} sends failed and {max(unacked, 0)} were never acknowledged "
+                     f"(last error: {self.recorder.last_error})")
+            status = "error"
+        validity = self.validity(cpu_percent, host_cpu)
+        extra = dict(self.extra_end)
+        if self.writer.catchup_received:
+            extra["catchup_received"] = self.writer.catchup_received
+        self.writer.finish(status=status, error=error, cpu_percent=validity["cpu_percent"], kind=self.kind,
+                           validity=validity, load_s=round(self.load_s, 3), **extra)
+        self.say(f"{job['phase']} done: sent {t['sent']} acked {t['acked']} received {t['received']} "
+                 f"errors {t['send_errors']} cpu {validity['cpu_percent'] or 0:.0f}% status {status}"
+                 + (f" | client-bound: {'; '.join(validity['reasons'])}" if validity["client_bound"] else ""))
+        if status != "ok":
+            raise WorkerError(f"worker {job['worker']} ({job['broker']} at {_where(job['endpoint'])}): {error}")
+        return {**t, "validity": validity, **extra}
+
+
+def run_job(job: dict[str, Any], out_path: str, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run one phase; write the result file; return the totals and the end record's extras.
+
+    Raises WorkerError after writing the file when the phase did not end well
+    (every interval measured before the failure is kept in the file).
+    """
+    switch = job.get("switch_interval_s", 0.001)
+    if switch:
+        # the producer thread waits for the GIL after each wait for its schedule;
+        # with Python's 5 ms default a library thread holding the GIL shows up
+        # as milliseconds of publish delay
+        sys.setswitchinterval(float(switch))
+    return _Phase(job, out_path, progress).run()
 
 
 def prepare_job(job: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from brokerbench.worker.drivers.base import Driver
 #: (broker, library) -> "module:class". The first library listed per broker is its default.
 DRIVERS = {
     ("kafka", "kafka-python"): "brokerbench.worker.drivers.kafka_python:KafkaPythonDriver",
+    ("kafka", "confluent-kafka"): "brokerbench.worker.drivers.confluent:ConfluentKafkaDriver",
     ("pulsar", "pulsar-client"): "brokerbench.worker.drivers.pulsar_client:PulsarClientDriver",
     ("rabbitmq", "pika"): "brokerbench.worker.drivers.pika_amqp:PikaDriver",
 }

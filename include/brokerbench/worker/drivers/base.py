@@ -9,6 +9,7 @@ the acknowledgement appends ``time_ns() - send_ns`` to
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
@@ -37,9 +38,17 @@ def parse_properties(value: Any) -> dict[str, str]:
 
 
 class Producer(ABC):
+    #: optional ``fast_send(payload, key)`` for libraries that time the
+    #: acknowledgement themselves (no send time needs to travel with the call)
+    fast_send: Callable[[bytes, bytes | None], None] | None = None
+
     @abstractmethod
     def send(self, payload: bytes, key: bytes | None, send_ns: int) -> None:
         """Hand one message to the client library, asynchronously."""
+
+    def idle(self, seconds: float) -> None:
+        """The producer is ahead of its schedule: wait (a library may serve its events meanwhile)."""
+        time.sleep(seconds)
 
     def flush(self, timeout_s: float = 10.0) -> None:
         """Wait (bounded) until every message sent so far is acknowledged or failed."""
@@ -50,6 +59,14 @@ class Producer(ABC):
 
 class Consumer(ABC):
     on_payload: PayloadHandler
+
+    def pause(self) -> None:
+        """Stop delivering messages (they stay on the broker: a backlog builds)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot pause")
+
+    def resume(self) -> None:
+        """Deliver again, from where the consumer stopped."""
+        raise NotImplementedError(f"{type(self).__name__} cannot resume")
 
     @abstractmethod
     def close(self) -> None: ...
@@ -76,7 +93,16 @@ class Driver(ABC):
     @abstractmethod
     def create_consumer(self, topic: str, subscription: str, partitions: int,
                         on_payload: PayloadHandler, consumer_index: int = 0,
-                        consumers_in_subscription: int = 1) -> Consumer: ...
+                        consumers_in_subscription: int = 1, start: str = "latest",
+                        paused: bool = False) -> Consumer:
+        """A consumer of ``subscription`` on ``topic``.
+
+        ``start``: where a subscription without a committed position begins:
+        ``latest`` (only messages of this phase) or ``earliest`` (everything
+        the broker retains: catch-up reads, consumer-only). ``paused``: created
+        without delivering until :meth:`Consumer.resume`.
+        """
+
 
     def close(self) -> None:
         pass

@@ -7,7 +7,7 @@ import time
 from importlib.metadata import version
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
@@ -72,20 +72,34 @@ class _KafkaProducer(Producer):
 
 
 class _KafkaConsumer(Consumer):
-    def __init__(self, consumer: KafkaConsumer, on_payload: PayloadHandler):
+    def __init__(self, consumer: KafkaConsumer, on_payload: PayloadHandler, paused: bool = False):
         self._c = consumer
         self.on_payload = on_payload
+        self._want_paused = paused
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, name="kafka-consumer", daemon=True)
         self._t.start()
 
     def _loop(self) -> None:
         poll = self._c.poll
+        c = self._c
         while not self._stop.is_set():
+            # kafka-python is not thread-safe: pause / resume happen here
+            if self._want_paused:
+                if c.assignment() - c.paused():
+                    c.pause(*c.assignment())
+            elif c.paused():
+                c.resume(*c.paused())
             for records in poll(timeout_ms=100).values():
                 handle = self.on_payload
                 for r in records:
                     handle(r.value)
+
+    def pause(self) -> None:
+        self._want_paused = True
+
+    def resume(self) -> None:
+        self._want_paused = False
 
     def close(self) -> None:
         self._stop.set()
@@ -122,10 +136,24 @@ class KafkaPythonDriver(Driver):
         return _KafkaProducer(KafkaProducer(bootstrap_servers=self.bootstrap, **kw), topic, self.recorder)
 
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
-                        consumers_in_subscription=1) -> Consumer:
+                        consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
         kw = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "enable_auto_commit": False,
               **_kwargs(parse_properties(self.driver.get("consumerConfig")), _CONSUMER_KEYS)}
-        # start from the end: earlier messages (a warm-up's) are not this phase's
-        kw["auto_offset_reset"] = "latest"
-        c = KafkaConsumer(topic, bootstrap_servers=self.bootstrap, group_id=subscription, **kw)
-        return _KafkaConsumer(c, on_payload)
+        # "latest": earlier messages (a warm-up's) are not this phase's;
+        # "earliest": catch-up reads and consumer-only read what the topic retains
+        kw["auto_offset_reset"] = start
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=subscription, **kw)
+        consumer = _KafkaConsumer.__new__(_KafkaConsumer)
+        consumer._want_paused = paused
+
+        class _PauseOnAssign(ConsumerRebalanceListener):
+            def on_partitions_assigned(self, assigned):
+                if consumer._want_paused and assigned:  # paused from the first assignment
+                    c.pause(*assigned)
+
+            def on_partitions_revoked(self, revoked):
+                pass
+
+        c.subscribe([topic], listener=_PauseOnAssign())
+        consumer.__init__(c, on_payload, paused)
+        return consumer

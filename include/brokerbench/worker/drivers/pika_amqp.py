@@ -145,33 +145,59 @@ class _AmqpProducer(Producer):
 
 
 class _AmqpConsumer(Consumer):
-    def __init__(self, uri: str, queues: list[str], on_payload: PayloadHandler, auto_ack: bool):
+    """A blocking connection served by its own thread; pause = cancel the consumers."""
+
+    def __init__(self, uri: str, queues: list[str], on_payload: PayloadHandler, auto_ack: bool,
+                 stream_offset: str | None = None, paused: bool = False, prefetch: int = 1000):
         self.on_payload = on_payload
         self._conn = pika.BlockingConnection(pika.URLParameters(uri))
         self._ch = self._conn.channel()
         self._auto_ack = auto_ack
+        self._queues = queues
+        self._args = {"x-stream-offset": stream_offset} if stream_offset else None
         if not auto_ack:
-            self._ch.basic_qos(prefetch_count=1000)
-        for q in queues:
-            self._ch.basic_consume(q, self._on_message, auto_ack=auto_ack)
+            self._ch.basic_qos(prefetch_count=prefetch)
+        self._tags: list[str] = []
+        self._want_paused = paused
+        self._stop = threading.Event()
+        self.error: str | None = None
+        if not paused:
+            self._consume()
         self._t = threading.Thread(target=self._run, name="amqp-consumer", daemon=True)
         self._t.start()
 
+    def _consume(self) -> None:
+        self._tags = [self._ch.basic_consume(q, self._on_message, auto_ack=self._auto_ack, arguments=self._args)
+                      for q in self._queues]
+
     def _run(self) -> None:
         try:
-            self._ch.start_consuming()
-        except Exception:  # connection lost: the worker sees received counts stop
-            pass
+            while not self._stop.is_set():
+                if self._want_paused and self._tags:
+                    for t in self._tags:
+                        self._ch.basic_cancel(t)
+                    self._tags = []
+                elif not self._want_paused and not self._tags:
+                    self._consume()
+                self._conn.process_data_events(time_limit=0.1)
+        except Exception as e:  # connection lost: the worker sees received counts stop
+            self.error = str(e)
 
     def _on_message(self, ch, method, _props, body) -> None:
         self.on_payload(body)
         if not self._auto_ack and method.delivery_tag % 100 == 0:
             ch.basic_ack(method.delivery_tag, multiple=True)
 
+    def pause(self) -> None:
+        self._want_paused = True
+
+    def resume(self) -> None:
+        self._want_paused = False
+
     def close(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=10)
         try:
-            self._conn.add_callback_threadsafe(self._ch.stop_consuming)
-            self._t.join(timeout=10)
             self._conn.close()
         except Exception:
             pass
@@ -214,10 +240,15 @@ class PikaDriver(Driver):
         return _AmqpProducer(self._uri(), topic, partitions, self.persistent, self.recorder)
 
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
-                        consumers_in_subscription=1) -> Consumer:
+                        consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
         queues = [queue_name(topic, subscription, p) for p in range(partitions)
                   if p % consumers_in_subscription == consumer_index % consumers_in_subscription]
         if not queues:
             raise ValueError(f"consumer {consumer_index} of {subscription} has no queue: "
                              f"{consumers_in_subscription} consumers > {partitions} partitions")
-        return _AmqpConsumer(self._uri(), queues, on_payload, auto_ack=self.queue_type != "STREAM")
+        # Queues keep what they were sent since `prepare` declared them: "start"
+        # only matters for streams, which are read from an offset.
+        stream = self.queue_type == "STREAM"
+        return _AmqpConsumer(self._uri(), queues, on_payload, auto_ack=not stream,
+                             stream_offset=("first" if start == "earliest" else "next") if stream else None,
+                             paused=paused)

@@ -52,13 +52,27 @@ class _PulsarProducer(Producer):
 
 class _PulsarConsumer(Consumer):
     def __init__(self, client: "pulsar.Client", topic: str, subscription: str, sub_type, receiver_queue: int,
-                 on_payload: PayloadHandler):
+                 on_payload: PayloadHandler, start: str = "latest", paused: bool = False,
+                 max_total_receiver_queue: int | None = None):
         self.on_payload = on_payload
+        kw = {}
+        if max_total_receiver_queue:
+            kw["max_total_receiver_queue_size_across_partitions"] = max_total_receiver_queue
         self._c = client.subscribe(
             topic_url(topic), subscription, consumer_type=sub_type,
             receiver_queue_size=receiver_queue, message_listener=self._listener,
-            initial_position=pulsar.InitialPosition.Latest,
+            initial_position=(pulsar.InitialPosition.Earliest if start == "earliest"
+                              else pulsar.InitialPosition.Latest),
+            start_message_id_inclusive=start == "earliest", **kw,
         )
+        if paused:
+            self._c.pause_message_listener()
+
+    def pause(self) -> None:
+        self._c.pause_message_listener()
+
+    def resume(self) -> None:
+        self._c.resume_message_listener()
 
     def _listener(self, consumer: "pulsar.Consumer", msg: "pulsar.Message") -> None:
         self.on_payload(msg.data())
@@ -98,6 +112,22 @@ class PulsarClientDriver(Driver):
                 req = urllib.request.Request(url, data=json.dumps(partitions).encode(), method="PUT",
                                              headers={"Content-Type": "application/json"})
                 urllib.request.urlopen(req, timeout=30).close()
+        persistence = (self.driver.get("client") or {}).get("persistence") or {}
+        if persistence and self.endpoint.get("http_url"):
+            import json
+            import urllib.request
+            body = {"bookkeeperEnsemble": int(persistence.get("ensembleSize", 1)),
+                    "bookkeeperWriteQuorum": int(persistence.get("writeQuorum", 1)),
+                    "bookkeeperAckQuorum": int(persistence.get("ackQuorum", 1)),
+                    "managedLedgerMaxMarkDeleteRate": 0}
+            url = f"{self.endpoint['http_url']}/admin/v2/namespaces/public/default/persistence"
+            req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(req, timeout=30).close()
+        elif persistence:
+            logging.getLogger("brokerbench").warning(
+                "pulsar persistence %s not applied: %s has no admin API (http_url)", persistence,
+                self.endpoint.get("implementation", "this broker"))
         # subscriptions are created at the current end of the topic
         for t in topics:
             for s in subscriptions:
@@ -117,12 +147,14 @@ class PulsarClientDriver(Driver):
         return _PulsarProducer(p, self.recorder)
 
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
-                        consumers_in_subscription=1) -> Consumer:
+                        consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
         cfg = self.driver.get("consumer") or {}
         sub_type = _SUBSCRIPTION_TYPES.get(str(cfg.get("subscriptionType", "Failover")).lower(),
                                            pulsar.ConsumerType.Failover)
+        total = cfg.get("maxTotalReceiverQueueSizeAcrossPartitions")
         return _PulsarConsumer(self.client, topic, subscription, sub_type,
-                               int(cfg.get("receiverQueueSize", 1000)), on_payload)
+                               int(cfg.get("receiverQueueSize", 1000)), on_payload, start=start,
+                               paused=paused, max_total_receiver_queue=int(total) if total else None)
 
     def close(self) -> None:
         try:

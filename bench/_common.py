@@ -1,0 +1,64 @@
+"""Shared helpers of the benchmarks under bench/: start a local broker, build worker jobs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "include"))
+
+from brokerbench.environments.local import LocalEnvironment  # noqa: E402
+
+#: driver (client library) -> broker
+DRIVERS = {"kafka-python": "kafka", "confluent-kafka": "kafka", "pulsar-client": "pulsar", "pika": "rabbitmq"}
+
+#: OMB driver settings used by the benchmarks (latency-oriented, as the seed's)
+DRIVER_CONFIG = {
+    "kafka": {"name": "kafka", "replicationFactor": 1, "producerConfig": "acks=1\nlinger.ms=1\nbatch.size=131072",
+              "consumerConfig": "auto.offset.reset=latest"},
+    "pulsar": {"name": "pulsar", "producer": {"batchingEnabled": True, "batchingMaxPublishDelayMs": 1,
+                                              "blockIfQueueFull": True, "pendingQueueSize": 10000},
+               "consumer": {"subscriptionType": "Failover", "receiverQueueSize": 10000}},
+    "rabbitmq": {"name": "rabbitmq", "queueType": "CLASSIC", "messagePersistence": False},
+}
+
+
+@contextlib.contextmanager
+def brokers(names, state_dir: str | None = None):
+    """Start each broker in ``names`` (local environment, loopback), yield {broker: endpoint dict}."""
+    state = state_dir or tempfile.mkdtemp(prefix="bb-bench-")
+    env = LocalEnvironment(f"bench/{uuid.uuid4().hex[:8]}", {"state_dir": state, "disk_baseline_mb": 0})
+    env.provision()
+    try:
+        eps = {}
+        for b in sorted(set(names)):
+            eps[b] = env.deploy(b, {}, "fsync-off", {}).to_dict()
+        yield eps
+    finally:
+        env.teardown()
+
+
+def job(broker: str, endpoint: dict, library: str, *, rate: float, duration_s: float, kind: str | None = None,
+        message_size: int = 100, producers: int = 1, consumers: int = 1, subscriptions: int = 1,
+        interval_s: float = 10, worker: str = "bench-0", topic: str | None = None, **extra) -> dict:
+    topic = topic or f"bench-{uuid.uuid4().hex[:10]}"
+    workload = {"name": "bench", "topics": 1, "partitionsPerTopic": 1, "messageSize": message_size,
+                "subscriptionsPerTopic": subscriptions, "consumerPerSubscription": consumers,
+                "producersPerTopic": producers, "producerRate": rate, "testDurationMinutes": duration_s / 60}
+    return {"worker": worker, "phase": "measure", "workload_id": "bench", "broker": broker, "variant": "fsync-off",
+            "workload": workload, "driver": DRIVER_CONFIG[broker], "endpoint": endpoint, "topics": [topic],
+            "subscriptions": [f"sub-{i}" for i in range(subscriptions)], "duration_s": duration_s,
+            "interval_s": interval_s, "rate_msg_s": rate, "producers_per_topic": producers,
+            "consumers_per_subscription": consumers, "consumers_in_subscription": consumers,
+            "client_library": library, "probe_timeout_s": 60, "drain_timeout_s": 10,
+            **({"kind": kind} if kind else {}), **extra}
+
+
+def now_ns() -> int:
+    return time.time_ns()

@@ -1,0 +1,162 @@
+"""Kafka protocol through confluent-kafka (librdkafka): brokerbench's fast Kafka path.
+
+Hot path: ``fast_send`` is ``Producer.produce`` bound to the topic; the
+delivery callback, set once in the configuration (no per-call closure),
+appends ``Message.latency()`` (librdkafka's produce-to-delivery time, s) to
+``recorder.s.publish_s``. Delivery callbacks run inside ``poll``, which the
+producer calls while it waits for its schedule (``idle``), every 1,000
+sends, and when librdkafka's queue is full.
+
+OMB's Java properties (``producerConfig``, ``consumerConfig``,
+``commonConfig``) are librdkafka properties already (acks, linger.ms,
+batch.size, ...); keys librdkafka does not know are dropped with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import Consumer as CKConsumer, KafkaException, Producer as CKProducer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from brokerbench.worker.drivers.base import Consumer, Driver, PayloadHandler, Producer, parse_properties
+
+log = logging.getLogger("brokerbench.worker")
+
+#: Java-client-only properties with no librdkafka equivalent.
+_JAVA_ONLY = {"key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
+              "buffer.memory", "max.block.ms", "partitioner.class", "interceptor.classes"}
+
+
+def _clean(props: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for k, v in props.items():
+        if k in _JAVA_ONLY:
+            log.warning("confluent-kafka: %s is a Java client setting; not applied", k)
+            continue
+        out[k] = v
+    return out
+
+
+class _CKProducer(Producer):
+    def __init__(self, conf: dict[str, Any], topic: str, recorder):
+        self._rec = recorder
+        self._topic = topic
+        conf = dict(conf, on_delivery=self._delivered)
+        self._p = CKProducer(conf)
+        produce, poll = self._p.produce, self._p.poll
+        self._n = 0
+
+        def fast_send(payload: bytes, key: bytes | None, _topic=topic) -> None:
+            try:
+                produce(_topic, payload, key)
+            except BufferError:  # librdkafka's queue is full: serve deliveries, then retry
+                poll(0.005)
+                produce(_topic, payload, key)
+            self._n += 1
+            if self._n >= 1000:
+                self._n = 0
+                poll(0)
+
+        self.fast_send = fast_send
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self._rec.s.publish_s.append(msg.latency())
+        else:
+            self._rec.error(err)
+
+    def send(self, payload: bytes, key: bytes | None, send_ns: int) -> None:
+        self.fast_send(payload, key)
+
+    def idle(self, seconds: float) -> None:
+        # serve delivery reports, then sleep (poll's ms timeout would spin on sub-ms waits)
+        self._p.poll(0)
+        time.sleep(seconds)
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        self._p.flush(timeout_s)
+
+    def close(self) -> None:
+        self._p.flush(5)
+
+
+class _CKConsumer(Consumer):
+    def __init__(self, conf: dict[str, Any], topic: str, on_payload: PayloadHandler, paused: bool):
+        self.on_payload = on_payload
+        self._c = CKConsumer(conf)
+        self._want_paused = paused
+        self._paused = False
+        self._c.subscribe([topic], on_assign=self._on_assign)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, name="ck-consumer", daemon=True)
+        self._t.start()
+
+    def _on_assign(self, consumer, partitions) -> None:
+        if self._want_paused:  # paused from the first assignment: nothing is fetched
+            consumer.pause(partitions)
+            self._paused = True
+
+    def _loop(self) -> None:
+        consume = self._c.consume
+        while not self._stop.is_set():
+            if self._want_paused != self._paused:
+                parts = self._c.assignment()
+                if parts:
+                    (self._c.pause if self._want_paused else self._c.resume)(parts)
+                    self._paused = self._want_paused
+            msgs = consume(1000, 0.1)
+            handle = self.on_payload
+            for m in msgs:
+                if m.error() is None:
+                    handle(m.value())
+
+    def pause(self) -> None:
+        self._want_paused = True
+
+    def resume(self) -> None:
+        self._want_paused = False
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=5)
+        self._c.close()
+
+
+class ConfluentKafkaDriver(Driver):
+    client_library = "confluent-kafka"
+    client_library_version = confluent_kafka.version()[0]
+
+    def __init__(self, endpoint, driver, recorder):
+        super().__init__(endpoint, driver, recorder)
+        self.common = _clean(parse_properties(driver.get("commonConfig")))
+        self.common["bootstrap.servers"] = endpoint["bootstrap_servers"]
+
+    def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
+        admin = AdminClient(dict(self.common))
+        configs = parse_properties(self.driver.get("topicConfig"))
+        rf = int(self.driver.get("replicationFactor", 1))
+        futures = admin.create_topics([NewTopic(t, partitions, rf, config=configs) for t in topics],
+                                      operation_timeout=30, request_timeout=30)
+        for t, f in futures.items():
+            try:
+                f.result(timeout=60)
+            except KafkaException as e:
+                if "TOPIC_ALREADY_EXISTS" not in str(e) and "already exists" not in str(e):
+                    raise RuntimeError(f"creating topic {t}: {e}") from None
+
+    def create_producer(self, topic: str, partitions: int) -> Producer:
+        conf = {**self.common, **_clean(parse_properties(self.driver.get("producerConfig")))}
+        return _CKProducer(conf, topic, self.recorder)
+
+    def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
+                        consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
+        conf = {**self.common, "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+                "enable.auto.commit": True, "fetch.wait.max.ms": 100,
+                **_clean(parse_properties(self.driver.get("consumerConfig"))),
+                "group.id": subscription, "auto.offset.reset": start}
+        return _CKConsumer(conf, topic, on_payload, paused)
