@@ -5,7 +5,8 @@ Shape of a DAG (task groups per stage)::
     setup:     validate -> provision (setup task) -> host_setup
     benchmark: <broker>__<variant> groups, one after the other:
                deploy -> prepare_topics -> warmup -> measure -> undeploy
-    analysis:  aggregate (Spark) -> report
+    analysis:  aggregate (Spark) -> history (Spark, emits the history Asset)
+               -> verdicts -> report -> regression_gate
     teardown   (teardown task of provision: runs whatever failed)
 
 The groups are built from the suite's brokers x variants; params of a manual
@@ -20,11 +21,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from airflow.sdk import DAG, Param, TaskGroup, TriggerRule, chain
+from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, chain
 
 from brokerbench.operators import (
     AggregateResultsOperator,
     DeployBrokerOperator,
+    HistoryAppendOperator,
+    RegressionGateOperator,
+    VerdictOperator,
     HostSetupOperator,
     PrepareTopicsOperator,
     ProvisionOperator,
@@ -36,6 +40,9 @@ from brokerbench.operators import (
     ValidatePlanOperator,
 )
 from brokerbench.pipeline import default_results_root
+
+#: emitted when a run's rows land in the history store; the comparison DAG is scheduled on it
+HISTORY_ASSET = Asset(name="brokerbench_history", uri="brokerbench://history")
 
 DEFAULT_ARGS = {
     "owner": "brokerbench",
@@ -68,6 +75,10 @@ def params_for(suite) -> dict[str, Param]:
                              description="Where the brokers run"),
         "results_root": Param(default_results_root(), type="string", minLength=1,
                               description="Results directory (or s3://bucket/prefix)"),
+        "regression_min_runs": Param(3, type="integer", minimum=1,
+                                     description="Earlier runs of a track needed before a verdict"),
+        "regression_gate": Param("auto", type="string", enum=["auto", "always", "never"],
+                                 description="Fail the run on a regression: auto = scheduled runs only"),
     }
 
 
@@ -112,8 +123,12 @@ def build_dag(suite_name: str) -> DAG:
 
         with TaskGroup("analysis"):
             aggregate = AggregateResultsOperator(task_id="aggregate", trigger_rule=TriggerRule.ALL_DONE, **kw)
-            report = ReportOperator(task_id="report", **kw)
-            previous >> aggregate >> report
+            history = HistoryAppendOperator(task_id="history", outlets=[HISTORY_ASSET], **kw)
+            verdicts = VerdictOperator(task_id="verdicts", **kw)
+            # the report is written whatever happened to history and verdicts
+            report = ReportOperator(task_id="report", trigger_rule=TriggerRule.ALL_DONE, **kw)
+            gate = RegressionGateOperator(task_id="regression_gate", **kw)  # a regression fails without retry
+            previous >> aggregate >> history >> verdicts >> report >> gate
 
         teardown = TeardownOperator(task_id="teardown", retries=2, **kw)
         report >> teardown.as_teardown(setups=provision)

@@ -156,6 +156,80 @@ class AggregateResultsOperator(SparkSubmitOperator):
         return super().execute(context)
 
 
+def _run_type_and_ts(context: Any) -> tuple[str | None, str]:
+    """The DAG run's type (scheduled, manual, backfill, asset_triggered) and time (logical date, else run_after)."""
+    import datetime as dt
+
+    dag_run = context.get("dag_run")
+    run_type = getattr(dag_run, "run_type", None)
+    run_type = getattr(run_type, "value", run_type)
+    when = context.get("logical_date") or getattr(dag_run, "logical_date", None) or getattr(dag_run, "run_after", None)
+    when = when or dt.datetime.now(dt.timezone.utc)
+    return (str(run_type) if run_type else None), when.astimezone(dt.timezone.utc).isoformat()
+
+
+class HistoryAppendOperator(SparkSubmitOperator):
+    """spark_jobs/history.py: appends the run's summary to the history store (replacing its earlier rows).
+
+    Emits the history Asset (outlets), so the comparison DAG runs when new results land.
+    """
+
+    ui_color = "#ebdef0"
+
+    def __init__(self, *, suite: str, **kwargs: Any):
+        kwargs.setdefault("application", str(pipeline.PROJECT_ROOT / "spark_jobs" / "history.py"))
+        kwargs.setdefault("conn_id", SPARK_CONN_ID)
+        kwargs.setdefault("name", "brokerbench-history")
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def execute(self, context: Any) -> Any:
+        ctx = run_context(self.suite, context)
+        try:
+            BaseHook.get_connection(self._conn_id)
+        except Exception as e:
+            raise AirflowFailException(f"Spark connection {self._conn_id!r} is not defined") from e
+        if not (ctx.run_dir / "summary" / "summary.parquet").exists():
+            raise AirflowFailException(f"no summary under {ctx.run_dir / 'summary'}: nothing to append")
+        run_type, run_ts = _run_type_and_ts(context)
+        pipeline.write_run_meta(ctx, run_type, run_ts)
+        root = pipeline.history_root(ctx)
+        log.info("== %s: append %s (%s run at %s) to %s", self.task_id, ctx.run_dir, run_type, run_ts, root)
+        self.application_args = ["--history-root", root, "--run-dir", str(ctx.run_dir)]
+        self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, **(self.env_vars or {})}
+        result = super().execute(context)
+        for outlet in self.outlets or []:
+            try:
+                context["outlet_events"][outlet].extra = {"history_root": root, "run_dir": str(ctx.run_dir),
+                                                          "dag_id": ctx.dag_id, "run_id": ctx.run_id}
+            except Exception as e:  # the event still fires without its extra
+                log.warning("could not attach extra to the history asset event: %s", e)
+        return result
+
+
+class VerdictOperator(BrokerbenchStepOperator):
+    """Regression verdicts of the run against its tracks' history (summary/regression.json)."""
+
+    ui_color = "#fcf3cf"
+
+    def step(self, ctx):
+        return pipeline.verdicts(ctx)
+
+
+class RegressionGateOperator(BrokerbenchStepOperator):
+    """Fails when a metric regressed, so Airflow's failure alerting fires (scheduled runs by default)."""
+
+    ui_color = "#f5b7b1"
+
+    def execute(self, context: Any) -> Any:
+        ctx = run_context(self.suite, context)
+        run_type, _ = _run_type_and_ts(context)
+        try:
+            return pipeline.regression_gate(ctx, run_type)
+        except pipeline.RegressionFound as e:
+            raise AirflowFailException(str(e)) from e
+
+
 class ReportLink(BaseOperatorLink):
     """The "Report" button of the report task: the report.html it wrote."""
 

@@ -111,7 +111,8 @@ def validate(ctx: RunContext) -> dict[str, Any]:
     """Load the suite, apply params, validate every file: write plan.json."""
     from brokerbench.spec import build_plan, load_suite
 
-    plan = build_plan(load_suite(ctx.suite), ctx.params)
+    bench_params = {k: v for k, v in ctx.params.items() if k not in ANALYSIS_PARAMS}
+    plan = build_plan(load_suite(ctx.suite), bench_params)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     ctx.plan_path.write_text(plan.to_json())
     combos = sorted({(i.broker, i.variant) for i in plan.items})
@@ -307,10 +308,80 @@ def has_measurements(ctx: RunContext) -> bool:
 def report(ctx: RunContext) -> str:
     from brokerbench.report import build_report, render_text_summary
 
-    path = build_report(ctx.run_dir)
+    path = build_report(ctx.run_dir, history_root=history_root(ctx))
     log.info("\n%s", render_text_summary(ctx.run_dir))
     log.info("report: %s", path)
     return str(path)
+
+
+#: params read by the analysis steps only (not part of the benchmark plan)
+ANALYSIS_PARAMS = ("regression_min_runs", "regression_gate")
+
+
+def history_root(ctx: RunContext) -> str:
+    from brokerbench.history import history_root as root
+
+    return root(ctx.results_root)
+
+
+def write_run_meta(ctx: RunContext, run_type: str | None, run_ts: str) -> dict[str, Any]:
+    """summary/run_meta.json: the run's identity for the history job."""
+    from brokerbench.history import run_meta, write_run_meta as write
+
+    plan = ctx.plan() if ctx.plan_path.exists() else None
+    meta = run_meta(ctx.dag_id, ctx.run_id, run_type, run_ts,
+                    plan.environment if plan else ctx.environment_name(), ctx.suite, ctx.params)
+    write(ctx.run_dir, meta)
+    return meta
+
+
+def verdicts(ctx: RunContext) -> dict[str, Any]:
+    """Regression verdicts of this run against its tracks' history: summary/regression.{json,csv}."""
+    from brokerbench.history import read_history, run_key
+    from brokerbench.regression import Rule, counts, verdicts_for_run
+    from brokerbench.report.regression import text_table, write_verdicts
+
+    key = run_key(ctx.dag_id, ctx.run_id)
+    rule = Rule(min_runs=int(ctx.params.get("regression_min_runs") or Rule.min_runs))
+    history = read_history(history_root(ctx))
+    current = [r for r in history if r.get("run_key") == key]
+    if not current:
+        raise RuntimeError(f"no rows of run {key} in the history at {history_root(ctx)}: the history step "
+                           f"did not append this run")
+    result = verdicts_for_run(current, history, rule)
+    write_verdicts(ctx.run_dir, result, rule, key)
+    log.info("regression verdicts (%s):\n%s", ", ".join(f"{k}: {v}" for k, v in sorted(counts(result).items())),
+             text_table(result))
+    return counts(result)
+
+
+def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
+    """Fails (RegressionFound) when a metric regressed and this run is gated.
+
+    Param ``regression_gate``: ``auto`` (default) gates scheduled runs only,
+    ``always`` gates every run, ``never`` none. Returns what it checked.
+    """
+    from brokerbench.report.regression import read_verdicts
+
+    mode = ctx.params.get("regression_gate") or "auto"
+    data = read_verdicts(ctx.run_dir)
+    if data is None:
+        raise RuntimeError(f"{ctx.run_dir / 'summary' / 'regression.json'} is missing: no verdicts to check")
+    regressed = [v for v in data.get("verdicts", []) if v.get("verdict") == "regressed"]
+    gated = mode == "always" or (mode == "auto" and run_type == "scheduled")
+    lines = [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}" for v in regressed]
+    if regressed and gated:
+        raise RegressionFound(f"{len(regressed)} metric(s) regressed:\n" + "\n".join(lines))
+    if regressed:
+        log.warning("%d metric(s) regressed; not gating (regression_gate=%s, run type %s):\n%s",
+                    len(regressed), mode, run_type, "\n".join(lines))
+    else:
+        log.info("no regression (%d verdicts)", len(data.get("verdicts", [])))
+    return {"regressed": len(regressed), "gated": gated, "mode": mode, "run_type": run_type}
+
+
+class RegressionFound(Exception):
+    """A gated run has at least one regressed metric."""
 
 
 def teardown(ctx: RunContext) -> dict[str, Any]:

@@ -66,7 +66,13 @@ def test_stage_chain_and_trigger_rules():
     watcher = dag.get_task("fail_run_if_any_task_failed")
     assert watcher.trigger_rule == TriggerRule.ONE_FAILED
     assert watcher.upstream_task_ids == {t.task_id for t in dag.tasks} - {watcher.task_id}
-    assert "analysis.report" in dag.get_task("analysis.aggregate").downstream_task_ids
+    chain_ids = ["analysis.aggregate", "analysis.history", "analysis.verdicts", "analysis.report",
+                 "analysis.regression_gate"]
+    for up, down in zip(chain_ids, chain_ids[1:]):
+        assert down in dag.get_task(up).downstream_task_ids, (up, down)
+    assert dag.get_task("analysis.report").trigger_rule == TriggerRule.ALL_DONE
+    # the history step announces new results to the comparison DAG
+    assert [o.uri for o in dag.get_task("analysis.history").outlets] == ["brokerbench://history/"]
 
 
 @pytest.mark.parametrize("conf, field", [

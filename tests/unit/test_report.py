@@ -121,14 +121,15 @@ def test_report_has_title_table_and_units(run_dir):
     assert "partial: worker client2-0 has no end record" in text
 
 
-def test_report_embeds_three_png_charts(run_dir):
+def test_report_embeds_four_png_charts(run_dir):
     text = build_report(run_dir).read_text()
     images = re.findall(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
-    assert len(images) == 3
+    assert len(images) == 4
     for b64 in images:
         assert base64.b64decode(b64)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "p99 publish latency over time" in text
     assert "average end-to-end latency over time" in text
+    assert "p99 end-to-end latency over time" in text
     assert "throughput over time" in text
     # self-contained: nothing fetched from elsewhere
     assert not re.search(r'(src|href)="(https?:)?//', text)
@@ -174,7 +175,7 @@ def test_report_without_provenance_or_plan(run_dir):
     # the summary still knows durability from the provenance the Spark job joined
     text = build_report(run_dir).read_text()
     assert '<table class="results">' in text
-    assert len(re.findall(r"<img ", text)) == 3
+    assert len(re.findall(r"<img ", text)) == 4
     assert "No host record" in text and "No plan.json" in text
     assert "cannot honour durability variant &#x27;fsync&#x27;" in text
 

@@ -69,3 +69,86 @@ def line_chart_png(
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def percentile_axis(p: float) -> float:
+    """x position of percentile p on a log-scale percentile axis: -log10(1 - p/100)."""
+    import math
+
+    return -math.log10(max(1e-7, 1.0 - p / 100.0))
+
+
+#: percentile ticks of quantile charts
+PERCENTILE_TICKS = [0.0, 50.0, 90.0, 99.0, 99.9, 99.99, 99.999]
+
+
+def quantile_chart_png(title: str, y_label: str, curves: Sequence[tuple[str, dict[float, float]]]) -> str:
+    """Latency quantile curves (value at each percentile) with a log-scale percentile axis.
+
+    ``curves``: (label, {percentile: value}); the maximum (100) is left out
+    (it has no position on this axis).
+    """
+    fig = Figure(figsize=(8.0, 3.6), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    top = 0.0
+    for name, points in curves:
+        pts = sorted((p, v) for p, v in points.items() if p < 100 and v is not None)
+        if not pts:
+            continue
+        xs = [percentile_axis(p) for p, _ in pts]
+        top = max(top, max(xs))
+        ax.plot(xs, [v for _, v in pts], marker="o", markersize=3, linewidth=1.5, label=name)
+    ticks = [t for t in PERCENTILE_TICKS if percentile_axis(t) <= top + 1e-9] or [0.0]
+    ax.set_xticks([percentile_axis(t) for t in ticks])
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel("percentile (log scale: each tick one more nine)")
+    ax.set_ylabel(y_label)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if curves:
+        ax.legend(fontsize=8, loc="upper left")
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def trend_chart_png(title: str, y_label: str, series: Sequence[tuple[str, list[str], list[float]]],
+                    highlight: str | None = None) -> str:
+    """Values over runs (x = run date/time text, in order), one line per series (e.g. broker version)."""
+    import datetime as _dt
+
+    fig = Figure(figsize=(8.0, 3.6), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for name, xs, ys in series:
+        times = []
+        for x in xs:
+            try:
+                times.append(_dt.datetime.fromisoformat(str(x).replace("Z", "+00:00")))
+            except ValueError:
+                times.append(None)
+        pts = [(t, y) for t, y in zip(times, ys) if t is not None and y is not None]
+        if not pts:
+            continue
+        pts.sort(key=lambda p: p[0])
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, linewidth=1.5,
+                label=name + (" (this run's track)" if name == highlight else ""))
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel("run time (UTC)")
+    ax.set_ylabel(y_label)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend(fontsize=8, loc="best")
+        fig.autofmt_xdate()
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")

@@ -126,6 +126,14 @@ class RunData:
     hosts: dict[str, Any] | None = None
     #: any other provenance/*.json, by file name
     other_provenance: dict[str, Any] = field(default_factory=dict)
+    #: summary/omb/*.json documents (quantile maps for the quantile curves)
+    omb: list[dict[str, Any]] = field(default_factory=list)
+    #: summary/regression.json (verdicts of this run), None when absent
+    regression: dict[str, Any] | None = None
+    #: summary/sweep.csv rows (throughput sweep steps)
+    sweep: list[dict[str, Any]] = field(default_factory=list)
+    #: history rows of this run's tracks (every version), for trend lines
+    history: list[dict[str, Any]] = field(default_factory=list)
 
     def durability(self, broker: str, variant: str, row: dict[str, Any] | None = None) -> dict[str, Any]:
         """honoured (True/False/None = unknown), note, settings, implementation, version."""
@@ -150,7 +158,7 @@ class RunData:
         }
 
 
-def load_run(run_dir: str | Path) -> RunData:
+def load_run(run_dir: str | Path, history_root: str | Path | None = None) -> RunData:
     run_dir = Path(run_dir)
     summary_columns, summary = read_table(run_dir / "summary" / "summary.csv")
     _, timeseries = read_table(run_dir / "summary" / "timeseries.csv")
@@ -160,6 +168,14 @@ def load_run(run_dir: str | Path) -> RunData:
     dag_id = run_dir.parent.name if run_dir.parent.parent.name == "runs" else None
     data = RunData(run_dir=run_dir, dag_id=dag_id, run_id=run_dir.name, summary_columns=summary_columns,
                    summary=summary, timeseries=timeseries, plan=plan)
+    omb_dir = run_dir / "summary" / "omb"
+    if omb_dir.is_dir():
+        data.omb = [d for d in (read_json(p) for p in sorted(omb_dir.glob("*.json"))) if isinstance(d, dict)]
+    regression = read_json(run_dir / "summary" / "regression.json")
+    data.regression = regression if isinstance(regression, dict) else None
+    _, data.sweep = read_table(run_dir / "summary" / "sweep.csv")
+    if history_root is not None and summary:
+        data.history = _track_history(history_root, summary)
     prov_dir = run_dir / "provenance"
     if prov_dir.is_dir():
         for path in sorted(prov_dir.glob("*.json")):
@@ -174,3 +190,15 @@ def load_run(run_dir: str | Path) -> RunData:
             else:
                 data.other_provenance[path.name] = record
     return data
+
+
+def _track_history(history_root: str | Path, summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History rows of the run's brokers x workloads x variants (all versions); [] if unreadable."""
+    try:
+        from brokerbench.history import read_history
+
+        wanted = {(r.get("broker"), r.get("workload"), r.get("variant")) for r in summary}
+        rows = read_history(history_root)
+    except Exception:  # a broken history must never stop the run's own report
+        return []
+    return [r for r in rows if (r.get("broker"), r.get("workload"), r.get("variant")) in wanted]

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 import brokerbench
 
-from .charts import line_chart_png, series_by_combo
+from .charts import line_chart_png, quantile_chart_png, series_by_combo, trend_chart_png
 from .data import RunData, column_label, column_unit, load_run
 
 #: the compact results table (full table below it has every column)
@@ -51,6 +51,7 @@ tr.partial td { background: #fde8e8; }
 table.kv th { text-align: left; background: #fafafa; }
 .meta { color: #555; }
 img.chart { display: block; margin: 0.5em 0 1em 0; max-width: 100%; }
+tr.verdict.bad td { background: #fde8e8; } tr.verdict.good td { background: #e6f4ea; } tr.verdict.meta td { color: #666; }
 """
 
 
@@ -172,6 +173,8 @@ def charts_section(data: RunData) -> str:
              series_by_combo(data.timeseries, workload, "publish_latency_p99_ms", label), [], "", ""),
             ("average end-to-end latency over time", "end-to-end latency avg (ms)",
              series_by_combo(data.timeseries, workload, "e2e_latency_avg_ms", label), [], "", ""),
+            ("p99 end-to-end latency over time", "end-to-end latency p99 (ms)",
+             series_by_combo(data.timeseries, workload, "e2e_latency_p99_ms", label), [], "", ""),
             ("throughput over time (solid: publish (acked), dashed: consume)", "rate (msg/s)",
              series_by_combo(data.timeseries, workload, "publish_rate_msg_s", label),
              series_by_combo(data.timeseries, workload, "consume_rate_msg_s", label), " publish", " consume"),
@@ -180,7 +183,114 @@ def charts_section(data: RunData) -> str:
         for title, y_label, solid, dashed, s_suffix, d_suffix in charts:
             png = line_chart_png(f"{workload}: {title}", y_label, solid, dashed, s_suffix, d_suffix)
             parts.append(f'<img class="chart" alt="{esc(workload + ": " + title)}" src="data:image/png;base64,{png}">')
+        for key, title, unit in (("aggregatedPublishLatencyQuantiles", "publish latency by percentile", "ms"),
+                                 ("aggregatedEndToEndLatencyQuantiles", "end-to-end latency by percentile", "ms")):
+            curves = quantile_curves(data, workload, key, with_driver)
+            if curves:
+                png = quantile_chart_png(f"{workload}: {title}", f"latency ({unit})", curves)
+                parts.append(f'<img class="chart" alt="{esc(workload + ": " + title)}" '
+                             f'src="data:image/png;base64,{png}">')
     return "\n".join(parts)
+
+
+def quantile_curves(data: RunData, workload: str, key: str, with_driver: bool) -> list[tuple[str, dict[float, float]]]:
+    """(label, {percentile: value}) per OMB document of the workload (merged-histogram quantiles)."""
+    out = []
+    for doc in data.omb:
+        if doc.get("workload") != workload or not isinstance(doc.get(key), dict):
+            continue
+        points = {}
+        for p, v in doc[key].items():
+            try:
+                points[float(p)] = float(v)
+            except (TypeError, ValueError):
+                continue
+        if points:
+            row = {"broker": doc.get("broker"), "variant": doc.get("variant"), "driver": doc.get("driver")}
+            out.append((_combo_label(data, row, with_driver), points))
+    return sorted(out, key=lambda c: c[0])
+
+
+VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "", "insufficient history": "meta",
+                 "no data": "meta"}
+
+
+def regression_section(data: RunData) -> str:
+    if data.regression is None:
+        return "<p>No regression verdicts (summary/regression.json is missing: the history or verdict step did not run).</p>"
+    rule = data.regression.get("rule") or {}
+    verdicts = data.regression.get("verdicts") or []
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.get("verdict")] = counts.get(v.get("verdict"), 0) + 1
+    intro = (f"<p class='meta'>Each metric against its track's baseline (same broker, broker version, workload, "
+             f"variant, environment and target rate): the last {esc(rule.get('baseline_runs'))} earlier runs with "
+             f"status ok, at least {esc(rule.get('min_runs'))} needed. Regressed / improved when the change "
+             f"exceeds max(relative threshold x median, {esc(rule.get('k'))} x robust spread (1.4826 x MAD), "
+             f"floor); latency up and rate down are worse. Counts: "
+             + esc(", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))) + "</p>")
+    cols = ["workload", "broker", "variant", "broker_version", "metric", "verdict", "value", "baseline_median",
+            "baseline_spread", "change_percent", "threshold", "baseline_n", "evidence"]
+    head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in cols)
+    body = []
+    for v in verdicts:
+        cls = VERDICT_CLASS.get(v.get("verdict"), "")
+        cells = []
+        for c in cols:
+            value = v.get(c)
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            text = esc(format_value(value))
+            if c == "verdict":
+                text = f"<strong>{text}</strong>"
+            cells.append(f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>")
+        body.append(f'<tr class="verdict {esc(cls)}">{"".join(cells)}</tr>')
+    return (intro + f'<div class="scroll"><table class="regression"><thead><tr>{head}</tr></thead><tbody>'
+            + "".join(body) + "</tbody></table></div>")
+
+
+TREND_METRICS = [("publish_latency_p99_ms", "p99 publish latency (ms)"),
+                 ("e2e_latency_p99_ms", "p99 end-to-end latency (ms)"),
+                 ("e2e_latency_avg_ms", "average end-to-end latency (ms)"),
+                 ("publish_rate_msg_s", "publish rate (msg/s)")]
+
+
+def trends_section(data: RunData) -> str:
+    if not data.history:
+        return "<p>No history for this run's tracks yet (it fills as runs are appended).</p>"
+    env = _environment(data)
+    rows = [r for r in data.history if env is None or r.get("environment") in (env, None)]
+    parts = [f"<p class='meta'>One line per broker / variant / broker version, from the history store "
+             f"({len({r.get('run_key') for r in rows})} runs, environment {esc(env or 'any')}).</p>"]
+    for workload in sorted({str(r.get("workload")) for r in rows}):
+        w_rows = [r for r in rows if str(r.get("workload")) == workload]
+        for column, y_label in TREND_METRICS:
+            groups: dict[str, list[tuple[str, float]]] = {}
+            for r in w_rows:
+                v = r.get(column)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    name = f"{r.get('broker')}/{r.get('variant')} {r.get('broker_version')}"
+                    groups.setdefault(name, []).append((str(r.get("run_ts")), float(v)))
+            series = [(n, [p[0] for p in sorted(pts)], [p[1] for p in sorted(pts)]) for n, pts in sorted(groups.items())]
+            png = trend_chart_png(f"{workload}: {y_label} per run", y_label, series)
+            parts.append(f'<img class="chart" alt="{esc(workload + ": trend " + column)}" '
+                         f'src="data:image/png;base64,{png}">')
+    return "\n".join(parts)
+
+
+SWEEP_COLUMNS = ["workload", "broker", "variant", "step", "target_rate_msg_s", "publish_rate_msg_s",
+                 "consume_rate_msg_s", "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_p99_ms",
+                 "publish_delay_p99_us", "stable", "reasons"]
+
+
+def sweep_section(data: RunData) -> str:
+    if not data.sweep:
+        return ""
+    cols = [c for c in SWEEP_COLUMNS if c in data.sweep[0]]
+    head = "".join(header_cell(c) for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{esc(format_value(r.get(c)))}</td>" for c in cols) + "</tr>"
+                   for r in data.sweep)
+    return (f"<h2>Throughput sweep</h2><p class='meta'>One row per sweep step; latencies merged exactly per step.</p>"
+            f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
 
 
 def _combos(data: RunData) -> list[tuple[str, str, dict[str, Any] | None]]:
@@ -411,8 +521,13 @@ def render_html(data: RunData) -> str:
 <p class="meta">Measured phase only (warm-up excluded). Percentiles are read from histograms merged across all
 workers and intervals, never averaged. Rates are messages over the measured wall-clock span.</p>
 {body_results}
+<h2>Regression verdicts</h2>
+{regression_section(data)}
 <h2>Charts</h2>
 {charts_section(data)}
+{sweep_section(data)}
+<h2>Trends across runs and versions</h2>
+{trends_section(data)}
 <h2>Durability</h2>
 {durability_section(data)}
 <h2>Provenance</h2>
@@ -424,10 +539,10 @@ workers and intervals, never averaged. Rates are messages over the measured wall
 """
 
 
-def build_report(run_dir: str | Path) -> Path:
-    """Write ``<run_dir>/report.html`` and return its path."""
+def build_report(run_dir: str | Path, history_root: str | Path | None = None) -> Path:
+    """Write ``<run_dir>/report.html`` and return its path (trend lines when ``history_root`` is given)."""
     run_dir = Path(run_dir)
-    data = load_run(run_dir)
+    data = load_run(run_dir, history_root)
     path = run_dir / "report.html"
     tmp = path.with_suffix(".html.tmp")
     tmp.write_text(render_html(data), encoding="utf-8")
@@ -455,4 +570,14 @@ def render_text_summary(run_dir: str | Path) -> str:
     for r in data.summary:
         if _is_partial(r):
             out.append(f"WARNING {r.get('workload')} {r.get('broker')} {r.get('variant')}: {r.get('status')}")
+    if data.regression is not None:
+        from .regression import text_table as verdict_table
+
+        verdicts = data.regression.get("verdicts") or []
+        out.append("Regression verdicts (docs/analytics.md):")
+        out.append(verdict_table(verdicts))
+        for v in verdicts:
+            if v.get("verdict") == "regressed":
+                out.append(f"REGRESSION {v.get('workload')} {v.get('broker')} {v.get('variant')} "
+                           f"{v.get('metric')}: {v.get('evidence')}")
     return "\n".join(out)
