@@ -2,7 +2,7 @@
 # Installs what brokerbench needs on this machine, idempotently:
 #   - Debian packages (when run as root): rabbitmq-server (local RabbitMQ
 #     broker), a Java runtime (Spark), python3-venv, chrony, openssh-server
-#     (the loopback sshd the aws tests use);
+#     (the loopback sshd the aws tests use), shellcheck (the aws scripts' check);
 #   - the project virtualenv with pinned Python packages (requirements.txt,
 #     constraints.txt) and brokerbench itself (editable);
 #   - the Airflow metadata database (SQLite, inside the project).
@@ -17,6 +17,7 @@ command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need_pkgs+=(rabbitmq-server)
 command -v chronyd >/dev/null 2>&1 || [ -x /usr/sbin/chronyd ] || need_pkgs+=(chrony)
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v shellcheck >/dev/null 2>&1 || need_pkgs+=(shellcheck)  # aws install scripts are checked
 "$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then

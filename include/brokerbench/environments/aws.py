@@ -1,0 +1,508 @@
+"""The ``aws`` environment: EC2 fleets, host setup over SSH, brokers of a requested version.
+
+Same interface as ``local`` (:class:`~brokerbench.environments.base.Environment`),
+so every DAG runs unchanged on either. See docs/aws.md.
+
+* provision: broker, metadata (ZooKeeper, when a broker version needs it) and
+  client instances through the Amazon provider's EC2Hook, tagged with the run
+  and found again by tag (:mod:`.aws_fleet`); cost estimate and cost cap first.
+* setup_hosts: over SSH (:class:`.aws_ssh.SshHost`, the SSH provider's hook):
+  NVMe instance-store disks (XFS, noatime), tuned-adm latency-performance,
+  chrony against the Amazon Time Sync Service with a bounded wait and each
+  host's offset recorded, disk baseline, host description.
+* deploy: Apache Kafka (KRaft or ZooKeeper by version), Apache Pulsar
+  (ZooKeeper metadata store, bookies, brokers) or RabbitMQ (cluster join) of the
+  version in ``broker_versions``, from the scripts in ``include/infra/aws``
+  (``deploy_mode: install``); or the local environment's brokers started on
+  the broker host by the agent (``deploy_mode: local``: no download needed).
+* run_workers: the worker package on the client hosts, through the agent
+  (:mod:`.aws_agent`); result files copied back to the results location.
+* teardown: terminate by the run's tag and wait; delete the security group.
+
+Settings (suite ``environmentSettings``, run params override some): see
+:data:`DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from . import aws_fleet, hostsetup
+from .aws_ssh import SshHost
+from .base import BrokerEndpoint, Environment, EnvironmentError_
+
+log = logging.getLogger("brokerbench")
+
+INFRA = Path(__file__).resolve().parents[2] / "infra" / "aws"
+
+DEFAULTS: dict[str, Any] = {
+    "aws_conn_id": "brokerbench_aws",      # Airflow connection (type aws): credentials, region, endpoint_url
+    "ssh_conn_id": "brokerbench_ssh",      # Airflow connection (type ssh): login and private key
+    "region_name": None,                   # None: the connection's region
+    "ami": None,                           # required: an AMI with systemd, python3 and (for install) a JDK
+    "subnet_id": None, "vpc_id": None, "key_name": None,
+    "controller_cidr": None,               # required: the address SSH and broker ports are opened to
+    "address": "private",                  # which instance address the controller uses: private | public
+    "instance_types": {"broker": "i3en.2xlarge", "metadata": "t3.small", "client": "c5.2xlarge"},
+    "counts": {},                          # {"broker": 3, "metadata": 3, "client": 2} by default
+    "broker_versions": {"kafka": "3.9.1", "pulsar": "3.3.7", "rabbitmq": "3.13.7"},
+    "kafka_mode": None,                    # kraft | zookeeper; None: by version (ZooKeeper before 3.3)
+    "tuning_profile": "default",           # named broker tunings (include/infra/aws/profiles.yaml)
+    "cost_cap_usd": 100.0,
+    "max_lifetime_hours": None,            # None: 1.5 x expected + 1 h
+    "prices_usd_per_hour": {},
+    "deploy_mode": "install",              # install | local
+    "remote_dir": "/opt/brokerbench",
+    "remote_python": None,                 # None: <remote_dir>/venv/bin/python
+    "ssh_host_override": None,             # bastion / tests: connect here instead of the instance address
+    "ssh_port": None,
+    "host_changes": None,                  # format disks, chrony, tuned, drop caches; None: not with an override
+    "tuned_profile": "latency-performance",
+    "time_sync_wait_s": 120,
+    "disk_baseline_mb": 1024,
+    "metrics_interval_s": 1.0,
+    "ssh_timeout_s": 20,
+}
+
+VERSIONS = {
+    "kafka": ["2.3.1", "2.8.2", "3.6.2", "3.9.1", "4.1.0"],
+    "pulsar": ["2.4.2", "2.10.6", "3.3.7", "4.0.6"],
+    "rabbitmq": ["3.8.5", "3.13.7", "4.1.4"],
+}
+
+
+def _vtuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
+
+
+def kafka_mode(version: str, forced: str | None = None) -> str:
+    """KRaft from 3.3 (production-ready), only KRaft from 4.0; ZooKeeper before."""
+    v = _vtuple(version)
+    if forced == "zookeeper" and v >= (4, 0):
+        raise EnvironmentError_(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
+    if forced == "kraft" and v < (2, 8):
+        raise EnvironmentError_(f"Kafka {version} has no KRaft mode")
+    if forced:
+        return forced
+    return "kraft" if v >= (3, 3) else "zookeeper"
+
+
+class AwsEnvironment(Environment):
+    name = "aws"
+
+    def __init__(self, run_key: str, settings: dict[str, Any] | None = None, plan: Any | None = None):
+        merged = {**DEFAULTS, **{k: v for k, v in (settings or {}).items() if v is not None}}
+        for key in ("instance_types", "broker_versions"):
+            merged[key] = {**DEFAULTS[key], **((settings or {}).get(key) or {})}
+        super().__init__(run_key, merged)
+        self.plan = plan
+        from .local import state_dir_for
+
+        self.state_dir = state_dir_for(run_key, merged)
+        s = self.settings
+        self.override = s.get("ssh_host_override")
+        self.host_changes = bool(s["host_changes"]) if s.get("host_changes") is not None else not self.override
+        self.remote_dir = s["remote_dir"].rstrip("/")
+        self.remote_python = s.get("remote_python") or f"{self.remote_dir}/venv/bin/python"
+        self.tag = aws_fleet.run_hash(run_key)
+        self._hosts: list[SshHost] | None = None
+
+    # -- what the run needs ----------------------------------------------------------
+    def brokers(self) -> list[str]:
+        if self.plan is not None:
+            return list(dict.fromkeys(i.broker for i in self.plan.items))
+        return ["kafka", "pulsar", "rabbitmq"]
+
+    def version(self, broker: str) -> str:
+        return str(self.settings["broker_versions"][broker])
+
+    def needs_metadata(self) -> bool:
+        if self.settings["deploy_mode"] == "local":
+            return False
+        b = self.brokers()
+        return "pulsar" in b or ("kafka" in b and
+                                 kafka_mode(self.version("kafka"), self.settings.get("kafka_mode")) == "zookeeper")
+
+    def counts(self) -> dict[str, int]:
+        return aws_fleet.role_counts(self.settings, self.needs_metadata())
+
+    def cost_estimate(self) -> dict[str, Any]:
+        minutes = aws_fleet.expected_minutes(self.plan)
+        lifetime = self.settings.get("max_lifetime_hours") or round(minutes / 60.0 * 1.5 + 1.0, 2)
+        cap = self.settings.get("cost_cap_usd")
+        return aws_fleet.estimate_cost(self.settings["instance_types"], self.counts(), minutes,
+                                       float(cap) if cap is not None else None, float(lifetime),
+                                       self.settings.get("prices_usd_per_hour"))
+
+    def fleet_api(self) -> aws_fleet.Fleet:
+        return aws_fleet.Fleet(self.run_key, self.settings["aws_conn_id"], self.settings.get("region_name"))
+
+    # -- provision ---------------------------------------------------------------------
+    def provision(self) -> dict[str, Any]:
+        s = self.settings
+        for broker in self.brokers():
+            if self.version(broker) not in VERSIONS[broker] and s["deploy_mode"] == "install":
+                raise EnvironmentError_(f"{broker} version {self.version(broker)} is not supported; "
+                                        f"supported: {', '.join(VERSIONS[broker])}")
+        missing = [k for k in ("ami", "controller_cidr") if not s.get(k)]
+        if missing:
+            raise EnvironmentError_(f"settings {', '.join(missing)} required for the aws environment "
+                                    "(suite environmentSettings or params); see docs/aws.md")
+        cost = self.cost_estimate()
+        log.info("cost estimate: %s", _cost_line(cost))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        _write(self.state_dir / "cost.json", cost)
+        if cost.get("refused"):
+            raise EnvironmentError_(f"run refused before provisioning: {cost['refused']}")
+
+        fleet = self.fleet_api()
+        sg = fleet.security_group(s["controller_cidr"], self.brokers(), s.get("vpc_id"))
+        lifetime_min = int(cost["max_lifetime_hours"] * 60)
+        user_data = render("user-data.sh.j2", max_lifetime_minutes=lifetime_min, run_key=self.run_key)
+        launch: dict[str, Any] = {"ImageId": s["ami"], "SecurityGroupIds": [sg], "UserData": user_data,
+                                  "MetadataOptions": {"HttpTokens": "required"}}
+        if s.get("subnet_id"):
+            launch["SubnetId"] = s["subnet_id"]
+        if s.get("key_name"):
+            launch["KeyName"] = s["key_name"]
+        purposes = {"broker": "broker nodes: " + ", ".join(self.brokers()),
+                    "metadata": "ZooKeeper / metadata store", "client": "benchmark workers"}
+        instances = []
+        for role, n in self.counts().items():
+            if n > 0:
+                instances += fleet.ensure_role(role, n, s["instance_types"][role], launch, purposes[role],
+                                               lifetime_min)
+        running = fleet.wait_running([i["InstanceId"] for i in instances])
+        hosts = sorted((aws_fleet.host_record(i) for i in running), key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))
+        for h in hosts:
+            h["address"] = h["public_ip"] if s["address"] == "public" else h["private_ip"]
+        record = {"environment": self.name, "run_key": self.run_key, "state_dir": str(self.state_dir),
+                  "security_group": sg, "hosts": hosts, "cost": cost, "broker_versions":
+                  {b: self.version(b) for b in self.brokers()}, "deploy_mode": s["deploy_mode"],
+                  "self_protection": {"instance_initiated_shutdown_behavior": "terminate",
+                                      "scheduled_shutdown_minutes": lifetime_min},
+                  "ssh": {"override": self.override, "port": s.get("ssh_port")}}
+        _write(self.state_dir / "fleet.json", record)
+        log.info("fleet: %s", ", ".join(f"{h['name']} ({h['instance_type']}, {h['instance_id']})" for h in hosts))
+        return record
+
+    def fleet(self) -> dict[str, Any]:
+        """fleet.json, or the fleet found again by tag (another worker, a lost state dir)."""
+        path = self.state_dir / "fleet.json"
+        if path.exists():
+            return json.loads(path.read_text())
+        running = self.fleet_api().instances(["running"])
+        if not running:
+            raise EnvironmentError_(f"no running instance tagged {aws_fleet.RUN_TAG}={self.run_key}: "
+                                    "provision has not run (or teardown already did)")
+        hosts = [aws_fleet.host_record(i) for i in running]
+        for h in hosts:
+            h["address"] = h["public_ip"] if self.settings["address"] == "public" else h["private_ip"]
+        return {"environment": self.name, "hosts": sorted(hosts, key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))}
+
+    def hosts(self, role: str | None = None) -> list[SshHost]:
+        if self._hosts is None:
+            self._hosts = [
+                SshHost(h["name"], h["role"], self.override or h["address"], self.settings.get("ssh_port"),
+                        self.settings["ssh_conn_id"], self.state_dir / "known_hosts.json",
+                        key_alias="ssh-override" if self.override else h["name"],
+                        conn_timeout=int(self.settings["ssh_timeout_s"]))
+                for h in self.fleet()["hosts"]]
+        return [h for h in self._hosts if role is None or h.role == role]
+
+    def host_dir(self, host: SshHost) -> str:
+        """Where brokerbench keeps its files on ``host`` (one directory per instance)."""
+        return f"{self.remote_dir}/state/{self.tag}/{host.name}"
+
+    def agent(self, host: SshHost, command: str, spec: dict[str, Any] | None = None, timeout: float = 300,
+              extra: str = "", on_line=None) -> dict[str, Any]:
+        """Run the brokerbench agent on ``host``; returns its result (raises on failure)."""
+        hd = self.host_dir(host)
+        args = f"--state-dir {shlex.quote(hd + '/local')} --run-key {shlex.quote(self.run_key)} {extra}"
+        if spec is not None:
+            path = f"{hd}/specs/{command}-{time.time_ns()}.json"
+            host.put_text(json.dumps(spec, default=str), path)
+            args += f" --spec {shlex.quote(path)}"
+        cmd = f"mkdir -p {shlex.quote(self.remote_dir)} && cd {shlex.quote(self.remote_dir)} && " \
+              f"{shlex.quote(self.remote_python)} -m " \
+              f"brokerbench.environments.aws_agent {command} {args}"
+        lines: list[str] = []
+
+        def handle(line: str) -> None:
+            lines.append(line)
+            if not line.startswith("BROKERBENCH_RESULT ") and on_line:
+                on_line(line)
+
+        rc = host.stream(cmd, handle, timeout)
+        result = next((json.loads(l[len("BROKERBENCH_RESULT "):]) for l in reversed(lines)
+                       if l.startswith("BROKERBENCH_RESULT ")), None)
+        if rc != 0 or result is None or "error" in (result or {}):
+            detail = (result or {}).get("error") or "\n".join(lines[-15:]) or f"exit {rc}"
+            raise EnvironmentError_(f"agent {command} failed (exit {rc}): {detail}", host.name)
+        return result
+
+    # -- host setup ----------------------------------------------------------------------
+    def setup_hosts(self) -> dict[str, Any]:
+        records = []
+        for host in self.hosts():
+            records.append(self._setup_host(host))
+        result = {"environment": self.name, "host_changes": self.host_changes, "hosts": records}
+        _write(self.state_dir / "hosts.json", result)
+        return result
+
+    def _setup_host(self, host: SshHost) -> dict[str, Any]:
+        hd = self.host_dir(host)
+        rec: dict[str, Any] = {"name": host.name, "role": host.role}
+        script = render("host-setup.sh.j2", data_dir="/data", remote_dir=self.remote_dir,
+                        time_server="169.254.169.123")
+        host.put_text(script, f"{hd}/host-setup.sh", 0o755)
+        if self.host_changes:
+            res = host.sudo(f"bash {shlex.quote(hd + '/host-setup.sh')} apply", timeout=900)
+        else:
+            res = host.run(f"bash {shlex.quote(hd + '/host-setup.sh')} plan", timeout=120)
+        rec["setup_script"] = {"mode": "apply" if self.host_changes else "plan (host_changes off: nothing changed)",
+                               "returncode": res.returncode, "output": (res.stdout + res.stderr)[-3000:]}
+        if not res.ok:
+            raise EnvironmentError_(f"host setup script failed (exit {res.returncode}): "
+                                    f"{(res.stderr or res.stdout)[-800:]}", host.name)
+        rec["disks"] = _parse_kv(res.stdout, "DISK")
+        if self.host_changes:
+            rec["tuned"] = hostsetup.apply_tuned_profile(host, self.settings["tuned_profile"])
+        else:
+            rec["tuned"] = {"profile": self.settings["tuned_profile"], "applied": False,
+                            "reason": "host_changes off (ssh_host_override): not applied to this machine"}
+        rec["time_sync"] = hostsetup.time_sync(host, single_host=False,
+                                               wait_s=float(self.settings["time_sync_wait_s"]) if self.host_changes
+                                               else 2.0)
+        size = int(self.settings["disk_baseline_mb"])
+        data = "/data" if self.host_changes and rec["disks"] else hd
+        rec["disk"] = (hostsetup.disk_baseline(host, data, size_mb=size) if size > 0
+                       else {"note": "disk baseline skipped (disk_baseline_mb = 0)"})
+        rec["description"] = hostsetup.describe_host(host)
+        if self.settings["deploy_mode"] == "install" or host.role == "client":
+            rec["agent"] = self._check_agent(host)
+        return rec
+
+    def _check_agent(self, host: SshHost) -> dict[str, Any]:
+        res = host.run(f"{shlex.quote(self.remote_python)} -c 'import brokerbench, sys; "
+                       f"print(brokerbench.__version__, sys.version.split()[0])'", timeout=60)
+        if not res.ok:
+            raise EnvironmentError_(f"the brokerbench package is not installed at {self.remote_python} "
+                                    f"(install-worker.sh): {(res.stderr or res.stdout).strip()[-400:]}", host.name)
+        version, py = (res.stdout.split() + ["?", "?"])[:2]
+        return {"brokerbench_version": version, "python": py, "python_path": self.remote_python}
+
+    # -- brokers ------------------------------------------------------------------------------
+    def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
+               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+        if self.settings["deploy_mode"] == "local":
+            host = self.hosts("broker")[0]
+            spec = {"broker": broker, "broker_settings": broker_settings, "variant": variant,
+                    "driver_overrides": driver_overrides, "settings": self._local_settings()}
+            d = self.agent(host, "deploy", spec, timeout=600, on_line=lambda l: log.info("[%s] %s", host.name, l))
+            ep = BrokerEndpoint.from_dict(d)
+            ep.durability = {**ep.durability, "deploy_mode": "local (the local environment's broker, started on "
+                             f"{host.name} over SSH)"}
+            return ep
+        from .aws_brokers import deploy_installed
+
+        return deploy_installed(self, broker, broker_settings, variant, driver_overrides)
+
+    def _local_settings(self) -> dict[str, Any]:
+        keep = ("kafka_home", "pulsar_home", "start_timeout_s")
+        return {k: self.settings[k] for k in keep if self.settings.get(k)}
+
+    def health(self, broker: str) -> dict[str, Any]:
+        if self.settings["deploy_mode"] == "local":
+            return self.agent(self.hosts("broker")[0], "health",
+                              {"broker": broker, "settings": self._local_settings()}, timeout=120)
+        from .aws_brokers import health_installed
+
+        return health_installed(self, broker)
+
+    def undeploy(self, broker: str) -> None:
+        if self.settings["deploy_mode"] == "local":
+            self.agent(self.hosts("broker")[0], "undeploy", {"broker": broker, "settings": self._local_settings()},
+                       timeout=300)
+            return
+        from .aws_brokers import undeploy_installed
+
+        undeploy_installed(self, broker)
+
+    # -- phases: page cache, host metrics ----------------------------------------------------
+    def before_phase(self, phase: str, label: str) -> dict[str, Any]:
+        """Before a phase: page cache dropped on broker hosts (measured phase), metrics samplers started."""
+        rec: dict[str, Any] = {"phase": phase, "label": label, "page_cache": [], "metrics": []}
+        if phase == "measure":
+            for host in self.hosts("broker") + self.hosts("metadata"):
+                if self.host_changes:
+                    r = host.sudo("sync && echo 3 > /proc/sys/vm/drop_caches", timeout=120)
+                    rec["page_cache"].append({"host": host.name, "dropped": r.ok,
+                                              "note": "sync; echo 3 > /proc/sys/vm/drop_caches" if r.ok else
+                                              (r.stderr or r.stdout).strip()[-300:]})
+                else:
+                    rec["page_cache"].append({"host": host.name, "dropped": False,
+                                              "note": "host_changes off (ssh_host_override): not dropped"})
+        for host in self.hosts():
+            out = f"{self.host_dir(host)}/metrics/{label}.jsonl"
+            try:
+                self.agent(host, "metrics-start", None, timeout=60,
+                           extra=f"--out {shlex.quote(out)} --host {shlex.quote(host.name)} "
+                                 f"--interval {float(self.settings['metrics_interval_s'])}")
+                rec["metrics"].append({"host": host.name, "remote": out})
+            except EnvironmentError_ as e:
+                rec["metrics"].append({"host": host.name, "error": str(e)})
+        return rec
+
+    def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
+        """Stop the samplers and copy each host's samples to ``dest_dir/<host>.jsonl``."""
+        from . import hostmetrics
+
+        out: dict[str, Any] = {}
+        for host in self.hosts():
+            remote = f"{self.host_dir(host)}/metrics/{label}.jsonl"
+            local = str(Path(dest_dir) / f"{host.name}.jsonl")
+            try:
+                self.agent(host, "metrics-stop", None, timeout=60, extra=f"--out {shlex.quote(remote)}")
+                if host.get_file(remote, local):
+                    out[host.name] = {"role": host.role, "file": local,
+                                      **hostmetrics.summarise(hostmetrics.parse_lines(Path(local).read_text()))}
+            except EnvironmentError_ as e:
+                out[host.name] = {"role": host.role, "error": str(e)}
+        return out
+
+    # -- workers ------------------------------------------------------------------------------
+    def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],
+                    timeout_s: float) -> list[dict[str, Any]]:
+        """Jobs spread round-robin over the client hosts; on each host the agent runs
+        them (output relayed line by line); result files are copied back."""
+        if len(jobs) != len(out_paths):
+            raise ValueError(f"{len(jobs)} jobs but {len(out_paths)} output paths")
+        clients = self.hosts("client")
+        if not clients:
+            raise EnvironmentError_("the fleet has no client host")
+        per_host: dict[int, list[int]] = {}
+        for i in range(len(jobs)):
+            per_host.setdefault(i % len(clients), []).append(i)
+        results: list[dict[str, Any] | None] = [None] * len(jobs)
+        threads = []
+
+        def run_on(hi: int, idx: list[int]) -> None:
+            host = clients[hi]
+            hd = self.host_dir(host)
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            rjobs, routs = [], []
+            for i in idx:
+                job = json.loads(json.dumps(jobs[i], default=str))
+                payload = (job.get("workload") or {}).get("payloadFile")
+                if payload and Path(payload).is_file():
+                    remote_payload = f"{hd}/payloads/{Path(payload).name}"
+                    host.put_file(payload, remote_payload)
+                    job["workload"]["payloadFile"] = remote_payload
+                rjobs.append(job)
+                routs.append(f"{hd}/results/{stamp}-{i}-{Path(out_paths[i]).name}")
+            try:
+                res = self.agent(host, "run-workers", {"jobs": rjobs, "out_paths": routs, "timeout_s": timeout_s},
+                                 timeout=timeout_s + 120, on_line=lambda l: log.info("%s", l))
+            except EnvironmentError_ as e:
+                res = [{"worker": rjobs[k].get("worker"), "returncode": 255, "error": str(e)} for k in range(len(idx))]
+            for k, i in enumerate(idx):
+                r = dict(res[k]) if k < len(res) else {"worker": jobs[i].get("worker"), "returncode": 255,
+                                                       "error": "no result from the agent"}
+                try:
+                    copied = host.get_file(routs[k], out_paths[i])
+                except Exception as e:  # noqa: BLE001
+                    copied = False
+                    r["error"] = (r.get("error") or "") + f"; copy back failed: {e}"
+                if not copied and not r.get("error"):
+                    r["error"] = f"no result file on {host.name}"
+                r.update(path=out_paths[i], host=host.name)
+                results[i] = r
+
+        for hi, idx in per_host.items():
+            t = threading.Thread(target=run_on, args=(hi, idx), daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+        return [r for r in results if r is not None]
+
+    # -- teardown ----------------------------------------------------------------------------
+    def teardown(self) -> dict[str, Any]:
+        """Terminate every instance tagged with the run (found by tag, not by ids
+        handed over), wait until terminated, delete the security group."""
+        record: dict[str, Any] = {"environment": self.name, "run_key": self.run_key, "errors": []}
+        if self.override:
+            # the "instances" are a stand-in sshd: stop what the agent started there
+            # (real instances take their processes with them when terminated)
+            record["host_processes"] = self._stop_host_processes(record)
+        try:
+            result = self.fleet_api().terminate_run()
+            errors = result.pop("errors", [])
+            record.update(result)
+            record["errors"] += [f"EC2: {e}" for e in errors]
+        except Exception as e:  # noqa: BLE001 - recorded, and the task fails below
+            record["errors"].append(f"EC2: {type(e).__name__}: {e}")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        _write(self.state_dir / "teardown.json", record)
+        if record.get("remaining") or any(e.startswith("EC2") for e in record["errors"]):
+            raise EnvironmentError_(f"teardown incomplete: {record}")
+        return record
+
+    def _stop_host_processes(self, record: dict[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        try:
+            hosts = self.hosts()
+        except Exception as e:  # noqa: BLE001 - nothing provisioned
+            record["errors"].append(f"hosts: {e}")
+            return out
+        for host in hosts:
+            try:
+                res = self.agent(host, "teardown", None, timeout=120)
+                out.append({"host": host.name, "stopped": len(res.get("stopped", [])),
+                            "remaining": res.get("remaining", [])})
+            except Exception as e:  # noqa: BLE001
+                record["errors"].append(f"{host.name}: {e}")
+        return out
+
+
+ROLE_ORDER = {"broker": 0, "metadata": 1, "client": 2, None: 3}
+
+
+def render(template: str, **values: Any) -> str:
+    """Render ``include/infra/aws/<template>`` (Jinja2, undefined values are errors)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(INFRA)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    return env.get_template(template).render(**values)
+
+
+def _parse_kv(text: str, prefix: str) -> list[dict[str, str]]:
+    """Lines ``PREFIX key=value key=value`` printed by the host scripts."""
+    out = []
+    for line in (text or "").splitlines():
+        if line.startswith(prefix + " "):
+            out.append(dict(p.split("=", 1) for p in line[len(prefix) + 1:].split() if "=" in p))
+    return out
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)
+
+
+def _cost_line(c: dict[str, Any]) -> str:
+    roles = ", ".join(f"{r['count']} x {r['instance_type']} (${r['usd_per_hour_each']}/h)" for r in c["roles"].values())
+    return (f"{roles} = ${c['usd_per_hour']}/h x {c['expected_hours']} h expected = ${c['expected_usd']} "
+            f"(at most ${c['max_usd']} over the {c['max_lifetime_hours']} h lifetime; cap "
+            f"{'none' if c['cost_cap_usd'] is None else '$' + format(c['cost_cap_usd'], '.2f')})")
+

@@ -1,0 +1,123 @@
+"""The brokerbench helper that runs *on* a fleet host, invoked over SSH.
+
+The aws environment installs the brokerbench package (without Airflow) on
+every host and calls this module for what must happen there:
+
+    python -m brokerbench.environments.aws_agent run-workers  --state-dir D --spec F
+    python -m brokerbench.environments.aws_agent metrics-start --state-dir D --out F --host NAME
+    python -m brokerbench.environments.aws_agent metrics-stop  --state-dir D --out F
+    python -m brokerbench.environments.aws_agent deploy|health|undeploy --state-dir D --spec F
+    python -m brokerbench.environments.aws_agent teardown --state-dir D
+
+``run-workers`` uses the same process handling as the local environment
+(every worker recorded in ``D/pids.json``, output relayed line by line,
+killed at the timeout), so ``teardown`` on the host stops whatever a
+killed controller left behind. ``deploy`` / ``health`` / ``undeploy`` run
+the local environment's brokers on the host: the ``local`` deploy mode of
+the aws environment (brokers that need no download; used by the loopback
+tests and by hosts without internet access). The last output line of every
+command is ``BROKERBENCH_RESULT <json>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULT_PREFIX = "BROKERBENCH_RESULT "
+
+
+def _env(state_dir: str, run_key: str, settings: dict[str, Any] | None = None):
+    from brokerbench.environments.local import LocalEnvironment
+
+    return LocalEnvironment(run_key, {**(settings or {}), "state_dir": state_dir})
+
+
+def _print_result(data: Any) -> None:
+    sys.stdout.flush()
+    print(RESULT_PREFIX + json.dumps(data, default=str), flush=True)
+
+
+def metrics_start(state_dir: str, out: str, host: str, interval: float) -> dict[str, Any]:
+    from brokerbench.environments.local_brokers import MARKER_BROKER, MARKER_STATE, process_entry, record_processes
+    import psutil
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(state_dir).mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, **{MARKER_STATE: str(Path(state_dir).resolve()), MARKER_BROKER: "hostmetrics"})
+    proc = subprocess.Popen([sys.executable, "-m", "brokerbench.environments.hostmetrics", "sample", "--out", out,
+                             "--interval", str(interval), "--host", host], env=env, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    record_processes(Path(state_dir).resolve(), [process_entry(psutil.Process(proc.pid), "hostmetrics", "sampler")])
+    Path(out + ".pid").write_text(str(proc.pid))
+    return {"pid": proc.pid, "out": out}
+
+
+def metrics_stop(out: str) -> dict[str, Any]:
+    import psutil
+
+    pid_file = Path(out + ".pid")
+    stopped = None
+    if pid_file.exists():
+        pid = int(pid_file.read_text().strip() or 0)
+        try:
+            p = psutil.Process(pid)
+            if "brokerbench.environments.hostmetrics" in " ".join(p.cmdline()):
+                p.send_signal(signal.SIGTERM)
+                p.wait(10)
+                stopped = pid
+        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            pass
+        pid_file.unlink(missing_ok=True)
+    return {"stopped": stopped, "out": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    ap = argparse.ArgumentParser(prog="python -m brokerbench.environments.aws_agent")
+    ap.add_argument("command", choices=["deploy", "health", "undeploy", "teardown", "run-workers",
+                                        "metrics-start", "metrics-stop"])
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--run-key", default="aws-host")
+    ap.add_argument("--spec", help="JSON file with the command's arguments")
+    ap.add_argument("--out")
+    ap.add_argument("--host", default="")
+    ap.add_argument("--interval", type=float, default=1.0)
+    a = ap.parse_args(argv)
+    spec = json.loads(Path(a.spec).read_text()) if a.spec else {}
+    try:
+        if a.command == "run-workers":
+            env = _env(a.state_dir, a.run_key)
+            result = env.run_workers(spec["jobs"], spec["out_paths"], float(spec["timeout_s"]))
+        elif a.command == "deploy":
+            env = _env(a.state_dir, a.run_key, spec.get("settings"))
+            result = env.deploy(spec["broker"], spec.get("broker_settings") or {}, spec["variant"],
+                                spec.get("driver_overrides") or {}).to_dict()
+        elif a.command == "health":
+            result = _env(a.state_dir, a.run_key, spec.get("settings")).health(spec["broker"])
+        elif a.command == "undeploy":
+            _env(a.state_dir, a.run_key, spec.get("settings")).undeploy(spec["broker"])
+            result = {"broker": spec["broker"], "stopped": True}
+        elif a.command == "teardown":
+            env = _env(a.state_dir, a.run_key)
+            result = env.teardown() if Path(a.state_dir).exists() else {"note": "no state directory"}
+        elif a.command == "metrics-start":
+            result = metrics_start(a.state_dir, a.out, a.host, a.interval)
+        else:
+            result = metrics_stop(a.out)
+    except Exception as e:  # noqa: BLE001 - reported to the controller as a result
+        _print_result({"error": f"{type(e).__name__}: {e}"})
+        return 1
+    _print_result(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Loopback stand-ins for AWS, used by the aws tests (no real AWS call, ever).
+
+* ``moto_server``: moto's server mode (``ThreadedMotoServer``) on 127.0.0.1 and
+  a free port: a real HTTP endpoint for EC2 and S3. The Airflow connection
+  ``brokerbench_aws`` (``AIRFLOW_CONN_BROKERBENCH_AWS``) points at it through
+  ``extra.endpoint_url``.
+* ``sshd``: a real OpenSSH server on 127.0.0.1 and a free port, with its own host
+  key and a client key in its authorized_keys. Every "instance" is reached
+  there (settings ``ssh_host_override`` / ``ssh_port``); the Airflow connection
+  ``brokerbench_ssh`` carries the user and key file.
+
+Both are started by the tests themselves and stopped at the end of the session.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SSHD = "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    wait_port(port)
+    endpoint = f"http://127.0.0.1:{port}"
+    conn = {"conn_type": "aws", "login": "testing", "password": "testing",
+            "extra": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
+    old = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_BROKERBENCH_AWS", "AWS_DEFAULT_REGION")}
+    os.environ["AIRFLOW_CONN_BROKERBENCH_AWS"] = json.dumps(conn)
+    os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
+    yield {"endpoint": endpoint, "port": port, "conn": conn}
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()
+
+
+def ec2_client(moto_server):
+    import boto3
+
+    return boto3.client("ec2", endpoint_url=moto_server["endpoint"], region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def s3_client(moto_server):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=moto_server["endpoint"], region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def instances_in_state(moto_server, state: str, run_key: str | None = None) -> list[str]:
+    filters = [{"Name": "instance-state-name", "Values": [state]}]
+    if run_key:
+        filters.append({"Name": "tag:brokerbench:run", "Values": [run_key]})
+    res = ec2_client(moto_server).describe_instances(Filters=filters)
+    return [i["InstanceId"] for r in res["Reservations"] for i in r["Instances"]]
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sshd")
+    host_key, client_key = base / "host_ed25519", base / "client_ed25519"
+    for key in (host_key, client_key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    auth = base / "authorized_keys"
+    auth.write_text(Path(f"{client_key}.pub").read_text())
+    auth.chmod(0o600)
+    port = free_port()
+    config = base / "sshd_config"
+    config.write_text("\n".join([
+        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}", f"AuthorizedKeysFile {auth}",
+        f"PidFile {base / 'sshd.pid'}", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password", "StrictModes no", "UsePAM no", "PrintMotd no",
+        "Subsystem sftp internal-sftp", "MaxSessions 50", "MaxStartups 50:30:100", "LogLevel ERROR", ""]))
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    log = open(base / "sshd.log", "w")
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port)
+    except RuntimeError:
+        proc.kill()
+        raise RuntimeError((base / "sshd.log").read_text())
+    user = getpass.getuser()
+    conn = {"conn_type": "ssh", "host": "127.0.0.1", "login": user, "port": port,
+            "extra": {"key_file": str(client_key), "no_host_key_check": True}}
+    old = os.environ.get("AIRFLOW_CONN_BROKERBENCH_SSH")
+    os.environ["AIRFLOW_CONN_BROKERBENCH_SSH"] = json.dumps(conn)
+    yield {"port": port, "user": user, "key": str(client_key), "host_key": str(host_key), "conn": conn,
+           "pid": proc.pid, "dir": base}
+    if old is None:
+        os.environ.pop("AIRFLOW_CONN_BROKERBENCH_SSH", None)
+    else:
+        os.environ["AIRFLOW_CONN_BROKERBENCH_SSH"] = old
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def moto_ami(moto_server) -> str:
+    images = ec2_client(moto_server).describe_images(Owners=["amazon"])["Images"]
+    return sorted(i["ImageId"] for i in images)[0]
+
+
+def aws_settings(moto_server, sshd, tmp_path: Path, **extra) -> dict:
+    """Settings of a loopback aws run: moto for EC2/S3, every instance = the sshd."""
+    settings = {
+        "ami": moto_ami(moto_server), "controller_cidr": "127.0.0.1/32",
+        "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"},
+        "counts": {"broker": 1, "client": 1}, "cost_cap_usd": 5.0,
+        "ssh_host_override": "127.0.0.1", "ssh_port": sshd["port"],
+        "deploy_mode": "local", "remote_dir": str(tmp_path / "remote"), "remote_python": sys.executable,
+        "state_dir": str(tmp_path / "state"), "disk_baseline_mb": 4, "time_sync_wait_s": 2,
+        "metrics_interval_s": 0.5,
+    }
+    settings.update(extra)
+    return settings
