@@ -89,6 +89,7 @@ RECORD = T.StructType([
     T.StructField("client_library", T.StringType()),
     T.StructField("client_library_version", T.StringType()),
     T.StructField("brokerbench_version", T.StringType()),
+    T.StructField("kind", T.StringType()),
     # meta (phase start), interval (bounds), end (end time)
     T.StructField("start_ns", T.LongType()),
     T.StructField("end_ns", T.LongType()),
@@ -102,10 +103,30 @@ RECORD = T.StructType([
     T.StructField("publish_latency_us", HISTOGRAM),
     T.StructField("publish_delay_us", HISTOGRAM),
     T.StructField("e2e_latency_us", HISTOGRAM),
+    # interval of a throughput sweep (phase "sweep")
+    T.StructField("step", T.LongType()),
+    T.StructField("step_target_rate_msg_s", T.DoubleType()),
     # end
     T.StructField("status", T.StringType()),
     T.StructField("error", T.StringType()),
     T.StructField("cpu_percent", T.DoubleType()),
+    T.StructField("sweep_steps", T.ArrayType(T.StructType([
+        T.StructField("step", T.LongType()),
+        T.StructField("target_rate_msg_s", T.DoubleType()),
+        T.StructField("achieved_rate_msg_s", T.DoubleType()),
+        T.StructField("stable", T.BooleanType()),
+        T.StructField("reason", T.StringType()),
+    ]))),
+    T.StructField("highest_stable_rate_msg_s", T.DoubleType()),
+    T.StructField("validity", T.StructType([
+        T.StructField("target_rate_msg_s", T.DoubleType()),
+        T.StructField("achieved_rate_msg_s", T.DoubleType()),
+        T.StructField("publish_delay_p99_us", T.DoubleType()),
+        T.StructField("cpu_percent", T.DoubleType()),
+        T.StructField("clock_offset_ms", T.DoubleType()),
+        T.StructField("client_bound", T.BooleanType()),
+        T.StructField("reasons", T.ArrayType(T.StringType())),
+    ])),
 ])
 
 PROVENANCE = T.StructType([
@@ -315,9 +336,10 @@ def widen(stats: DataFrame, keys: Sequence[str], percentiles: Sequence[tuple[str
 # -- the aggregation -----------------------------------------------------------------
 
 
-def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
+def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = None) -> dict[str, Any]:
     """Compute summary, timeseries and OMB documents; returns collected rows."""
-    records = read_worker_records(spark, run_dir)
+    if records is None:
+        records = read_worker_records(spark, run_dir)
 
     meta = (
         records.filter(F.col("record") == "meta")
@@ -331,6 +353,8 @@ def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
     )
     ends = records.filter(F.col("record") == "end").select(
         "file", F.col("status").alias("end_status"), F.col("error").alias("end_error"), "cpu_percent",
+        F.col("validity.client_bound").alias("client_bound"),
+        F.col("validity.reasons").alias("validity_reasons"),
     )
     intervals = (
         records.filter(F.col("record") == "interval")
@@ -367,6 +391,10 @@ def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
         F.max("cpu_percent").alias("client_cpu_max_percent"),
         F.min("phase_start_ns").alias("phase_start_ns"),
         F.array_sort(F.collect_list("problem")).alias("problems"),  # collect_list drops nulls
+        # validity from the workers' end records (null when no worker reported it)
+        F.max(F.col("client_bound").cast("int")).cast("boolean").alias("client_bound"),
+        F.concat_ws("; ", F.array_sort(F.array_distinct(F.flatten(F.collect_list(
+            F.coalesce(F.col("validity_reasons"), F.array().cast("array<string>"))))))).alias("validity_reasons"),
     ).withColumn(
         "status",
         F.when(F.size("problems") == 0, F.lit("ok"))
@@ -437,6 +465,8 @@ def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
         sum((F.coalesce(F.col(f"{prefix}_overflow_count"), F.lit(0)) for prefix, _, _ in METRICS.values()),
             F.lit(0)).alias("latency_overflow_count"),
         "client_cpu_max_percent",
+        "client_bound",
+        F.when(F.col("validity_reasons") != "", F.col("validity_reasons")).alias("validity_reasons"),
         "status",
     ).orderBy(*COMBO)
 
@@ -492,6 +522,71 @@ def aggregate(spark: SparkSession, run_dir: str) -> dict[str, Any]:
         "quantiles": [r.asDict() for r in combo_stats.collect()],
         "quantile_pcts": quantile_pcts,
     }
+
+
+# -- throughput sweep --------------------------------------------------------------------
+
+
+def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
+    """One row per workload x broker x driver x variant x sweep step (phase ``sweep``); [] when none.
+
+    Latencies are merged exactly per step across workers and intervals;
+    target rate = sum over workers of the step's target; achieved rates =
+    counter / wall-clock span of the step's intervals; ``stable`` = every
+    worker's end record calls the step stable (null when none says);
+    ``reasons`` = the workers' distinct reasons.
+    """
+    sweep_meta = (records.filter((F.col("record") == "meta") & (F.col("phase") == "sweep"))
+                  .select("file", *COMBO, "worker"))
+    steps = (records.filter((F.col("record") == "interval") & F.col("step").isNotNull())
+             .select("file", "index", "step", "step_target_rate_msg_s", "start_ns", "end_ns", "sent", "acked",
+                     "received", "send_errors", *METRICS.keys())
+             .join(sweep_meta, on="file", how="inner").cache())
+    if steps.limit(1).count() == 0:
+        return []
+    keys = COMBO + ["step"]
+    per_worker_target = steps.groupBy(*keys, "file").agg(F.max("step_target_rate_msg_s").alias("t"))
+    target = per_worker_target.groupBy(*keys).agg(F.sum("t").alias("target_rate_msg_s"))
+    counters = steps.groupBy(*keys).agg(
+        F.countDistinct("worker").alias("workers"),
+        F.countDistinct("index").alias("intervals"),
+        ((F.max("end_ns") - F.min("start_ns")) / 1e9).alias("measured_seconds"),
+        F.sum("sent").alias("messages_sent"),
+        F.sum("acked").alias("messages_acked"),
+        F.sum("received").alias("messages_received"),
+        F.sum("send_errors").alias("send_errors"),
+    )
+    latency = widen(merge_histograms(histogram_parts(steps, keys), keys, [p for _, p in STANDARD_PERCENTILES]),
+                    keys, STANDARD_PERCENTILES)
+    verdicts = (records.filter((F.col("record") == "end") & F.col("sweep_steps").isNotNull())
+                .select("file", "sweep_steps")
+                .join(sweep_meta, on="file", how="inner")
+                .select(*COMBO, F.explode("sweep_steps").alias("s"))
+                .select(*COMBO, F.col("s.step").alias("step"), F.col("s.stable").alias("stable"),
+                        F.col("s.reason").alias("reason"))
+                .groupBy(*keys).agg(
+                    F.min(F.col("stable").cast("int")).cast("boolean").alias("stable"),
+                    F.concat_ws("; ", F.array_sort(F.collect_set("reason"))).alias("reasons")))
+
+    def rate(col: str) -> F.Column:
+        return F.when(F.col("measured_seconds") > 0, F.col(col) / F.col("measured_seconds"))
+
+    latency_cols = [f"{prefix}_{stat}_{unit}" for prefix, unit, _ in METRICS.values()
+                    for stat in ["avg", "min", *[label for label, _ in STANDARD_PERCENTILES], "max"]]
+    table = (counters.join(target, on=keys, how="left").join(latency, on=keys, how="left")
+             .join(verdicts, on=keys, how="left")
+             .select(*keys, "target_rate_msg_s",
+                     rate("messages_acked").alias("publish_rate_msg_s"),
+                     rate("messages_sent").alias("send_rate_msg_s"),
+                     rate("messages_received").alias("consume_rate_msg_s"),
+                     rate("send_errors").alias("publish_error_rate_msg_s"),
+                     "measured_seconds", "workers", "intervals", "messages_sent", "messages_acked",
+                     "messages_received", "send_errors", *latency_cols, "stable",
+                     F.when(F.col("reasons") != "", F.col("reasons")).alias("reasons"))
+             .withColumn("highest_stable_rate_msg_s",
+                         F.max(F.when(F.col("stable"), F.col("target_rate_msg_s"))).over(Window.partitionBy(*COMBO)))
+             .orderBy(*keys))
+    return [r.asDict() for r in table.collect()]
 
 
 # -- OMB result documents ----------------------------------------------------------------
@@ -635,9 +730,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = build_session()
     spark.sparkContext.setLogLevel("WARN")
     try:
+        sweep: list[dict[str, Any]] = []
         try:
-            result = aggregate(spark, run_dir)
+            records = read_worker_records(spark, run_dir)
+            sweep = sweep_summary(records)
+            if sweep:
+                write_text(spark, f"{run_dir}/summary/sweep.csv", _csv_text(sweep, list(sweep[0].keys())))
+                print(f"brokerbench aggregate: {len(sweep)} sweep step rows -> {run_dir}/summary/sweep.csv")
+            result = aggregate(spark, run_dir, records)
         except NoMeasuredData as exc:
+            if sweep:
+                print(f"brokerbench aggregate: no measured phase (sweep only): {exc}")
+                return 0
             print(f"brokerbench aggregate: no measured data: {exc}", file=sys.stderr)
             return 2
         out = write_outputs(spark, run_dir, result)

@@ -167,6 +167,7 @@ def build_synthetic_run(
     killed: Sequence[tuple[str, str, int]] = (),
     not_honoured: Mapping[tuple[str, str], str] | None = None,
     write_provenance: bool = True,
+    validity: Mapping[tuple[str, str, int], dict] | None = None,
 ) -> dict[tuple[str, str, str, str], ComboTruth]:
     """Write a synthetic run directory and return the raw truth per combination.
 
@@ -250,7 +251,10 @@ def build_synthetic_run(
                     if is_killed:
                         combo.partial_workers.append(worker)
                     path = run_dir / "raw" / workload / driver / variant / phase / f"{worker}.jsonl"
-                    write_worker_file(path, meta, recs, end=None if is_killed else {"status": "ok"})
+                    end_rec: dict[str, Any] = {"status": "ok"}
+                    if phase == "measure" and (broker, variant, w) in (validity or {}):
+                        end_rec["validity"] = dict(validity[(broker, variant, w)])  # type: ignore[index]
+                    write_worker_file(path, meta, recs, end=None if is_killed else end_rec)
 
             if write_provenance:
                 note = not_honoured.get((broker, variant))
@@ -280,4 +284,96 @@ def build_synthetic_run(
     plan = {"suite": {"name": "synthetic-suite"}, "environment": {"name": "local"},
             "dag_id": "brokerbench_synthetic", "run_id": "manual__test"}
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+    return truth
+
+
+@dataclass
+class StepTruth:
+    """Raw truth of one sweep step of one combination (all workers)."""
+
+    target_rate_msg_s: float = 0.0
+    samples: dict[str, list[np.ndarray]] = field(default_factory=lambda: {h: [] for h in HISTOGRAM_FIELDS})
+    acked: int = 0
+    starts_ns: list[int] = field(default_factory=list)
+    ends_ns: list[int] = field(default_factory=list)
+    stable: bool = True
+
+    def values(self, hist: str) -> np.ndarray:
+        return np.concatenate(self.samples[hist])
+
+    @property
+    def seconds(self) -> float:
+        return (max(self.ends_ns) - min(self.starts_ns)) / 1e9
+
+
+def write_sweep_run(
+    run_dir: str | Path,
+    broker: str = "kafka",
+    variant: str = "default",
+    workload: str = "1-topic-16-partitions-1kb",
+    workers: int = 2,
+    step_rates: Sequence[float] = (1000.0, 5000.0, 20000.0),
+    intervals_per_step: int = 2,
+    unstable_from: int = 2,
+    seed: int = 11,
+) -> dict[int, StepTruth]:
+    """Throughput-sweep files (phase ``sweep``) of one combination; truth per step.
+
+    Each worker's share of a step's target is rate / workers; steps from
+    ``unstable_from`` on are reported unstable by worker 0 only.
+    """
+    run_dir = Path(run_dir)
+    rng = np.random.default_rng(seed)
+    driver = BROKER_DRIVERS.get(broker, f"{broker}-latency")
+    base_ns = 1_700_000_900_000_000_000
+    interval_ns = 10_000_000_000
+    truth: dict[int, StepTruth] = {}
+    for w in range(workers):
+        worker = f"client{w + 1}-0"
+        meta = default_meta(workload=workload, driver=driver, broker=broker, variant=variant, phase="sweep",
+                            worker=worker, host=f"client{w + 1}", kind="throughput-sweep", start_ns=base_ns)
+        recs, steps_doc = [], []
+        index = 0
+        for step, rate in enumerate(step_rates):
+            st = truth.setdefault(step, StepTruth())
+            st.target_rate_msg_s += rate / workers
+            for _ in range(intervals_per_step):
+                n = 200 + int(rng.integers(0, 40))
+                pub = rng.lognormal(np.log(500.0 * (step + 1)), 0.5, n).astype(np.int64) + 1
+                delay = rng.exponential(30.0 * (step + 1), n).astype(np.int64)
+                e2e = (pub * 2).astype(np.int64)
+                start = base_ns + index * interval_ns + w * 1_000_000
+                end = start + interval_ns
+                recs.append({"index": index, "start_ns": start, "end_ns": end, "sent": n, "acked": n,
+                             "received": n, "publish_latency_us": pub, "publish_delay_us": delay,
+                             "e2e_latency_us": e2e, "step": step, "step_target_rate_msg_s": rate / workers})
+                for h, v in (("publish_latency_us", pub), ("publish_delay_us", delay), ("e2e_latency_us", e2e)):
+                    st.samples[h].append(v)
+                st.acked += n
+                st.starts_ns.append(start)
+                st.ends_ns.append(end)
+                index += 1
+            stable = not (w == 0 and step >= unstable_from)
+            st.stable = st.stable and stable
+            steps_doc.append({"step": step, "target_rate_msg_s": rate / workers, "achieved_rate_msg_s": rate / workers,
+                              "stable": stable, "reason": None if stable else "backlog grew"})
+        path = run_dir / "raw" / workload / driver / variant / "sweep" / f"{worker}.jsonl"
+        lines_recs = []
+        for r in recs:
+            extra = {"step": r.pop("step"), "step_target_rate_msg_s": r.pop("step_target_rate_msg_s")}
+            lines_recs.append((r, extra))
+        write_worker_file(path, meta, [r for r, _ in lines_recs],
+                          end={"status": "ok", "sweep_steps": steps_doc,
+                               "highest_stable_rate_msg_s": max(d["target_rate_msg_s"] for d in steps_doc
+                                                                if d["stable"])})
+        # add the step fields to the interval lines
+        lines = path.read_text().splitlines()
+        out, k = [], 0
+        for line in lines:
+            rec = json.loads(line)
+            if rec["record"] == "interval":
+                rec.update(lines_recs[k][1])
+                k += 1
+            out.append(json.dumps(rec))
+        path.write_text("\n".join(out) + "\n")
     return truth

@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fixtures_results import HISTOGRAM_FIELDS, build_synthetic_run, write_worker_file, default_meta  # noqa: E402
+from fixtures_results import (  # noqa: E402
+    HISTOGRAM_FIELDS, build_synthetic_run, default_meta, write_sweep_run, write_worker_file,
+)
 
 from brokerbench.histogram import LogHistogram  # noqa: E402
 
@@ -69,7 +71,14 @@ def run(tmp_path_factory):
         brokers=("kafka", "pulsar"), variants=("default", "fsync"), workers=2, intervals=3,
         warmup_intervals=2, killed=[("pulsar", "fsync", 1)],
         not_honoured={("kafka", "fsync"): "tansu keeps every message in memory; fsync has no meaning"},
+        validity={("kafka", "default", 0): {"target_rate_msg_s": 45.0, "achieved_rate_msg_s": 30.0,
+                                            "publish_delay_p99_us": 12000.0, "cpu_percent": 99.0,
+                                            "clock_offset_ms": 0.0, "client_bound": True,
+                                            "reasons": ["client CPU 99 % of one core", "achieved rate 67 % of target"]},
+                  ("kafka", "default", 1): {"client_bound": False, "reasons": []}},
     )
+    # a throughput sweep beside the measured phase: it must land in sweep.csv only
+    sweep_truth = write_sweep_run(run_dir, broker="kafka", variant="default")
     started = time.monotonic()
     proc = run_job(run_dir)
     wall_s = time.monotonic() - started
@@ -80,7 +89,33 @@ def run(tmp_path_factory):
     }
     timeseries = read_csv(run_dir / "summary" / "timeseries.csv")
     return {"dir": run_dir, "truth": truth, "proc": proc, "summary": summary, "timeseries": timeseries,
-            "wall_s": wall_s}
+            "wall_s": wall_s, "sweep_truth": sweep_truth}
+
+
+def test_sweep_csv_one_row_per_step_with_exact_latencies(run):
+    rows = read_csv(run["dir"] / "summary" / "sweep.csv")
+    assert [(r["broker"], r["variant"], int(r["step"])) for r in rows] == [("kafka", "default", s) for s in range(3)]
+    for row in rows:
+        st = run["sweep_truth"][int(row["step"])]
+        assert float(row["target_rate_msg_s"]) == pytest.approx(st.target_rate_msg_s)
+        assert float(row["publish_rate_msg_s"]) == pytest.approx(st.acked / st.seconds, rel=1e-12)
+        assert int(row["workers"]) == 2 and int(row["intervals"]) == 2
+        for hist, (prefix, unit, divisor) in METRICS.items():
+            merged = LogHistogram.from_values(st.values(hist))
+            for label, p in PERCENTILES:
+                assert float(row[f"{prefix}_{label}_{unit}"]) * divisor == pytest.approx(merged.percentile(p)), \
+                    (row["step"], hist, label)
+        assert row["stable"] == str(st.stable)
+        assert row["reasons"] == ("" if st.stable else "backlog grew")
+        assert float(row["highest_stable_rate_msg_s"]) == 5000.0
+
+
+def test_validity_carried_into_summary(run):
+    kafka = run["summary"][("1-topic-16-partitions-1kb", "kafka", "kafka-latency", "default")]
+    assert kafka["client_bound"] == "True"
+    assert kafka["validity_reasons"] == "achieved rate 67 % of target; client CPU 99 % of one core"
+    other = run["summary"][("1-topic-16-partitions-1kb", "pulsar", "pulsar-latency", "default")]
+    assert other["client_bound"] == "" and other["validity_reasons"] == ""
 
 
 def test_one_summary_row_per_combo_in_csv_and_parquet(run):
