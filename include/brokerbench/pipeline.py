@@ -195,7 +195,22 @@ def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, i
         "producers_per_topic": w.producers_per_topic,
         "consumers_per_subscription": w.consumer_per_subscription,
         "consumers_in_subscription": w.consumer_per_subscription,
+        "kind": _kind(workload),
     }
+
+
+def _kind(workload: dict[str, Any]) -> str:
+    from brokerbench.worker.runner import workload_kind
+
+    return workload_kind(workload)
+
+
+def worker_processes(ctx: RunContext) -> int:
+    """Worker processes per client host: ``BROKERBENCH_WORKER_PROCESSES``, else the plan's
+    environment setting ``worker_processes``, else 1 (see docs/worker.md, scale-out)."""
+    value = os.environ.get("BROKERBENCH_WORKER_PROCESSES") or \
+        (getattr(ctx.plan(), "environment_settings", {}) or {}).get("worker_processes") or 1
+    return max(1, int(value))
 
 
 def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
@@ -274,18 +289,25 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
         if not minutes:
             log.info("%s: no %s configured", item.key, phase)
             continue
-        worker = "localhost-0"
-        out = result_path(ctx, item, phase, worker)
-        if phase == "measure" and completed_ok(out):
-            log.info("%s: measured phase already complete in %s, not repeated", item.key, out)
+        from brokerbench.worker.scaleout import split_job
+
+        job = _job(ctx, item, endpoint, phase, minutes * 60.0, plan.interval_seconds, "localhost-0")
+        # a throughput sweep's measured phase is written to phase directory "sweep"
+        phase_dir = "sweep" if phase == "measure" and job["kind"] == "throughput-sweep" else phase
+        jobs = [dict(j, phase=phase_dir) for j in split_job(job, worker_processes(ctx))]
+        outs = [result_path(ctx, item, phase_dir, j["worker"]) for j in jobs]
+        out = outs[0]
+        if phase == "measure" and all(completed_ok(o) for o in outs):
+            log.info("%s: measured phase already complete in %s, not repeated", item.key, out.parent)
             continue
-        attempt = out.with_name(out.name + ".attempt")
-        job = _job(ctx, item, endpoint, phase, minutes * 60.0, plan.interval_seconds, worker)
-        log.info("%s: %s for %.0f s at %s msg/s", item.key, phase, minutes * 60, job["rate_msg_s"])
-        res = env.run_workers([job], [str(attempt)], timeout_s=minutes * 60.0 + 180)
-        keep_best_attempt(out, attempt)
-        for r in res:
-            r["path"] = str(out)
+        attempts = [o.with_name(o.name + ".attempt") for o in outs]
+        log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job["kind"],
+                 minutes * 60, job["rate_msg_s"], len(jobs))
+        res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + 180)
+        for o, a in zip(outs, attempts):
+            keep_best_attempt(o, a)
+        for r, o in zip(res, outs):
+            r["path"] = str(o)
         outcomes += res
         failures += [f"{item.key}: {r['worker']}: {r.get('error') or 'exit ' + str(r['returncode'])}"
                      for r in res if r.get("returncode") != 0]

@@ -261,8 +261,10 @@ class _Phase:
 
     def flush_and_drain(self) -> None:
         timeout = float(self.job.get("drain_timeout_s", 10))
+        t0 = time.monotonic()
         for p in self.producers:
             p.flush(timeout)
+        self.extra_end["flush_s"] = round(self.extra_end.get("flush_s", 0) + time.monotonic() - t0, 4)
         deadline = time.monotonic() + timeout
         while self.consumers and time.monotonic() < deadline and not self.errors:
             if self.backlog() == 0:

@@ -41,8 +41,10 @@ def queue_arguments(queue_type: str) -> dict[str, Any]:
 
 
 class _AmqpProducer(Producer):
-    def __init__(self, uri: str, exchange: str, partitions: int, persistent: bool, recorder):
+    def __init__(self, uri: str, exchange: str, partitions: int, persistent: bool, recorder,
+                 max_outstanding: int = 10000):
         self._rec = recorder
+        self._max_outstanding = max_outstanding
         self._exchange = exchange
         self._keys = [str(p) for p in range(partitions)]
         self._rr = 0
@@ -123,7 +125,12 @@ class _AmqpProducer(Producer):
             rk = self._keys[self._rr % len(self._keys)]
         else:
             rk = self._keys[zlib.crc32(key) % len(self._keys)]
-        self._queue.append((payload, rk, send_ns))
+        q = self._queue
+        if len(q) + len(self._pending) >= self._max_outstanding:
+            # publisher flow control, like Pulsar's blockIfQueueFull: the wait shows as publish delay
+            while len(q) + len(self._pending) >= self._max_outstanding and self._closed_reason is None:
+                time.sleep(0.0002)
+        q.append((payload, rk, send_ns))
         if not self._scheduled:
             if self._closed_reason is not None:
                 raise RuntimeError(f"RabbitMQ connection closed: {self._closed_reason}")
@@ -237,7 +244,8 @@ class PikaDriver(Driver):
             conn.close()
 
     def create_producer(self, topic: str, partitions: int) -> Producer:
-        return _AmqpProducer(self._uri(), topic, partitions, self.persistent, self.recorder)
+        return _AmqpProducer(self._uri(), topic, partitions, self.persistent, self.recorder,
+                             max_outstanding=int(self.driver.get("maxOutstandingConfirms", 10000)))
 
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
                         consumers_in_subscription=1, start="latest", paused=False) -> Consumer:

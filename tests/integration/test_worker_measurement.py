@@ -1,0 +1,248 @@
+"""The worker against real local brokers: pacing, injected latency, every workload kind, a broker killed.
+
+Each test starts its brokers in its own state dir (the ``local_env``
+fixture) on loopback and stops them afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from brokerbench.histogram import LogHistogram
+from brokerbench.worker.runner import WorkerError, prepare_job, run_job
+
+pytestmark = pytest.mark.integration
+
+DRIVER = {
+    "kafka": {"name": "kafka", "replicationFactor": 1, "producerConfig": "acks=1\nlinger.ms=1"},
+    "pulsar": {"name": "pulsar", "producer": {"batchingEnabled": True, "batchingMaxPublishDelayMs": 1},
+               "consumer": {"subscriptionType": "Failover"}},
+    "rabbitmq": {"name": "rabbitmq", "queueType": "CLASSIC", "messagePersistence": False},
+}
+
+
+def make_job(broker, endpoint, library, *, rate, duration_s, kind=None, subs=1, consumers=1, producers=1,
+             topic=None, interval_s=1.0, **extra):
+    workload = {"name": "t", "topics": 1, "partitionsPerTopic": 1, "messageSize": 100,
+                "subscriptionsPerTopic": subs, "consumerPerSubscription": consumers,
+                "producersPerTopic": producers, "producerRate": rate, "testDurationMinutes": 1}
+    workload.update(extra.pop("workload", {}))
+    return {"worker": "test-0", "phase": "measure", "workload_id": "t", "broker": broker, "variant": "v",
+            "workload": workload, "driver": DRIVER[broker], "endpoint": endpoint,
+            "topics": [topic or f"t-{uuid.uuid4().hex[:10]}"], "subscriptions": [f"s{i}" for i in range(subs)],
+            "duration_s": duration_s, "interval_s": interval_s, "rate_msg_s": rate,
+            "producers_per_topic": producers, "consumers_per_subscription": consumers,
+            "consumers_in_subscription": consumers, "client_library": library, "probe_timeout_s": 30,
+            "drain_timeout_s": 10, **({"kind": kind} if kind else {}), **extra}
+
+
+def records(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def merged(recs, field):
+    h = LogHistogram()
+    for r in recs:
+        if r["record"] == "interval":
+            h.merge(LogHistogram.from_dict(r[field]))
+    return h
+
+
+# -- rate pacing ------------------------------------------------------------------------
+
+def test_rate_pacing_is_accurate(local_env, tmp_path):
+    ep = local_env.deploy("kafka", {}, "fsync-off", {}).to_dict()
+    job = make_job("kafka", ep, "confluent-kafka", rate=2000, duration_s=4)
+    prepare_job(job)
+    out = tmp_path / "pace.jsonl"
+    res = run_job(job, str(out), progress=lambda s: None)
+    recs = records(out)
+    intervals = [r for r in recs if r["record"] == "interval"]
+    # the schedule is open loop: exactly rate x duration messages are sent
+    assert res["sent"] == 8000
+    assert res["acked"] == 8000 and res["received"] == 8000
+    # every full 1-s interval carries its share of the schedule (+-2 %)
+    full = [r for r in intervals if abs((r["end_ns"] - r["start_ns"]) / 1e9 - 1.0) < 0.01][:3]
+    assert len(full) == 3
+    for r in full:
+        assert 1960 <= r["sent"] <= 2040, r["sent"]
+    end = recs[-1]
+    assert end["kind"] == "latency" and end["status"] == "ok"
+    v = end["validity"]
+    assert v["target_rate_msg_s"] == 2000 and abs(v["achieved_rate_msg_s"] - 2000) <= 20
+    assert v["publish_delay_p99_us"] < 20_000  # sends keep their schedule
+    assert merged(recs, "publish_delay_us").count == 8000
+
+
+# -- injected latency -------------------------------------------------------------------
+
+class DelayProxy:
+    """TCP proxy on 127.0.0.1 that delays every broker-to-client byte by ``delay_s``."""
+
+    def __init__(self, target_port: int, delay_s: float):
+        self.target_port, self.delay_s = target_port, delay_s
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        self.ready.wait(10)
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+
+    async def _handle(self, creader, cwriter):
+        sreader, swriter = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        async def up():
+            while data := await creader.read(65536):
+                swriter.write(data)
+                await swriter.drain()
+            swriter.close()
+
+        async def down():
+            queue: asyncio.Queue = asyncio.Queue()
+
+            async def writer():
+                while True:
+                    due, data = await queue.get()
+                    if data is None:
+                        cwriter.close()
+                        return
+                    await asyncio.sleep(max(0.0, due - self.loop.time()))
+                    cwriter.write(data)
+                    await cwriter.drain()
+
+            w = asyncio.ensure_future(writer())
+            while data := await sreader.read(65536):
+                queue.put_nowait((self.loop.time() + self.delay_s, data))
+            queue.put_nowait((0, None))
+            await w
+
+        await asyncio.gather(up(), down(), return_exceptions=True)
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path):
+    ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
+    uri = ep["amqp_uris"][0]
+    port = int(uri.rsplit(":", 1)[1].split("/")[0])
+    delay_s = 0.050
+    proxy = DelayProxy(port, delay_s)
+    try:
+        results = {}
+        for name, uris in (("direct", [uri]), ("delayed", [uri.replace(f":{port}", f":{proxy.port}")])):
+            job = make_job("rabbitmq", dict(ep, amqp_uris=uris), "pika", rate=500, duration_s=3)
+            prepare_job(job)
+            out = tmp_path / f"{name}.jsonl"
+            run_job(job, str(out), progress=lambda s: None)
+            results[name] = merged(records(out), "e2e_latency_us")
+        grow_ms = (results["delayed"].percentile(50) - results["direct"].percentile(50)) / 1000
+        # the consumer's deliveries arrive 50 ms later; nothing else changes
+        assert 45 <= grow_ms <= 65, grow_ms
+        assert results["delayed"].count == results["direct"].count == 1500
+    finally:
+        proxy.close()
+
+
+# -- every workload kind ------------------------------------------------------------------
+
+def test_every_workload_kind_ends_and_writes_its_file(local_env, tmp_path):
+    ep = local_env.deploy("kafka", {}, "fsync-off", {}).to_dict()
+    lib = "confluent-kafka"
+    say = lambda s: None  # noqa: E731
+    ends = {}
+
+    def run(kind, job):
+        prepare_job(job)
+        out = tmp_path / f"{kind}.jsonl"
+        run_job(job, str(out), progress=say)
+        recs = records(out)
+        assert recs[0]["record"] == "meta" and recs[0]["kind"] == kind
+        assert recs[-1]["record"] == "end" and recs[-1]["status"] == "ok", recs[-1]
+        assert any(r["record"] == "interval" for r in recs)
+        ends[kind] = recs
+        return recs
+
+    # producer-only, unthrottled (producerRate 0 and no consumers)
+    topic = f"kinds-{uuid.uuid4().hex[:8]}"
+    recs = run("producer-only", make_job("kafka", ep, lib, rate=0, duration_s=2, subs=0, consumers=0, topic=topic))
+    produced = recs[-1]["totals"]["acked"]
+    assert produced > 1000 and recs[-1]["totals"]["received"] == 0
+    # consumer-only drains what the producer-only phase left on the topic
+    recs = run("consumer-only", make_job("kafka", ep, lib, rate=0, duration_s=30, producers=0, topic=topic,
+                                         consumer_idle_s=2))
+    assert recs[-1]["totals"]["received"] == produced
+    assert recs[-1]["consumer_only"]["ended_by"] == "idle"
+    # throughput sweep: every step has its own intervals, the highest stable rate is named
+    recs = run("throughput-sweep", make_job("kafka", ep, lib, rate=0, duration_s=4, sweep_rates_msg_s=[500, 1000],
+                                            step_duration_s=2, interval_s=1))
+    steps = {r["step"] for r in recs if r["record"] == "interval"}
+    assert steps == {0, 1}
+    assert {r["step_target_rate_msg_s"] for r in recs if r["record"] == "interval"} == {500, 1000}
+    end = recs[-1]
+    assert [s["target_rate_msg_s"] for s in end["sweep_steps"]] == [500, 1000]
+    assert end["highest_stable_rate_msg_s"] == 1000 and all(s["stable"] for s in end["sweep_steps"])
+    # backlog: build ~0.2 MB with consumers paused, then drain it completely
+    recs = run("backlog", make_job("kafka", ep, lib, rate=2000, duration_s=30,
+                                   workload={"consumerBacklogSizeGB": 0.0002, "backlogDrainRatio": 1.0}))
+    info = recs[-1]["backlog"]
+    assert info["built"] and info["drained"], info
+    assert info["peak_backlog_msgs"] >= 0.0002 * 1024 ** 3 / 100
+    assert recs[-1]["totals"]["received"] == recs[-1]["totals"]["acked"]
+    # mixed: the tailing subscription keeps up while the catch-up one reads from the start
+    recs = run("mixed", make_job("kafka", ep, lib, rate=1000, duration_s=4, subs=2, kind="mixed",
+                                 catchup_start_s=1.5, topic=topic))
+    end = recs[-1]
+    assert end["totals"]["received"] == end["totals"]["acked"] == 4000
+    assert end["catchup_received"] >= produced  # older messages of the topic, read from its start
+    # latency (the default kind of a rated workload with consumers)
+    recs = run("latency", make_job("kafka", ep, lib, rate=1000, duration_s=2))
+    for recs in ends.values():
+        v = recs[-1]["validity"]
+        assert set(v) >= {"target_rate_msg_s", "achieved_rate_msg_s", "publish_delay_p99_us", "cpu_percent",
+                          "clock_offset_ms", "client_bound", "reasons"}
+
+
+# -- a broker killed mid-phase ----------------------------------------------------------
+
+def test_broker_killed_mid_phase_gives_a_clear_error_and_keeps_intervals(local_env, tmp_path):
+    ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
+    job = make_job("rabbitmq", ep, "pika", rate=1000, duration_s=20, interval_s=1)
+    prepare_job(job)
+    out = tmp_path / "killed.jsonl"
+    box = {}
+
+    def work():
+        try:
+            run_job(job, str(out), progress=lambda s: None)
+        except WorkerError as e:
+            box["error"] = str(e)
+
+    t = threading.Thread(target=work)
+    t.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait for 3 measured intervals
+        if out.exists() and sum(1 for r in records(out) if r["record"] == "interval") >= 3:
+            break
+        time.sleep(0.2)
+    local_env.undeploy("rabbitmq")
+    t.join(timeout=60)
+    assert not t.is_alive()
+    assert "rabbitmq" in box["error"] and ep["amqp_uris"][0].split("@")[-1].split("/")[0] in box["error"]
+    recs = records(out)
+    intervals = [r for r in recs if r["record"] == "interval"]
+    assert len(intervals) >= 3 and sum(r["acked"] for r in intervals[:3]) > 2000
+    assert recs[-1]["record"] == "end" and recs[-1]["status"] == "error" and recs[-1]["error"]
