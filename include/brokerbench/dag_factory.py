@@ -79,6 +79,24 @@ def params_for(suite) -> dict[str, Param]:
                                      description="Earlier runs of a track needed before a verdict"),
         "regression_gate": Param("auto", type="string", enum=["auto", "always", "never"],
                                  description="Fail the run on a regression: auto = scheduled runs only"),
+        # aws environment (ignored by local); empty = the suite's environmentSettings
+        "broker_versions": Param(None, type=["null", "object"],
+                                 properties={b: {"type": "string"} for b in ("kafka", "pulsar", "rabbitmq")},
+                                 additionalProperties=False,
+                                 description="aws: broker versions, e.g. {\"kafka\": \"3.9.1\"} (a backfill over "
+                                             "versions re-runs the suite on another version)"),
+        "instance_types": Param(None, type=["null", "object"],
+                                properties={r: {"type": "string"} for r in ("broker", "metadata", "client")},
+                                additionalProperties=False,
+                                description="aws: EC2 instance type per role (broker, metadata, client)"),
+        "instance_counts": Param(None, type=["null", "object"],
+                                 properties={r: {"type": "integer", "minimum": 0}
+                                             for r in ("broker", "metadata", "client")},
+                                 additionalProperties=False, description="aws: instances per role"),
+        "cost_cap_usd": Param(None, type=["null", "number"], minimum=0,
+                              description="aws: refuse the run when its expected cost is above this (USD)"),
+        "tuning_profile": Param(None, type=["null", "string"],
+                                description="aws: named broker tuning profile (include/infra/aws/profiles.yaml)"),
     }
 
 
@@ -137,8 +155,35 @@ def build_dag(suite_name: str) -> DAG:
         watcher = RunOutcomeOperator(task_id="fail_run_if_any_task_failed", trigger_rule=TriggerRule.ONE_FAILED,
                                      retries=0, **kw)
         for task in dag.tasks:
-            if task is not watcher:
+            # a setup task may only be followed by all_success tasks (Airflow validates it); a failed
+            # provision still reaches the watcher through host_setup (upstream_failed)
+            if task is not watcher and not task.is_setup:
                 task >> watcher
+    return dag
+
+
+def build_compare_dag() -> DAG:
+    """brokerbench_compare: the comparison report, run whenever a run lands in the history store."""
+    from brokerbench.operators import CompareOperator
+
+    with DAG(
+        dag_id="brokerbench_compare",
+        description="Versions of one broker and brokers side by side, from the history store",
+        schedule=[HISTORY_ASSET],
+        start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        params={
+            "results_root": Param(default_results_root(), type="string", minLength=1,
+                                  description="Results directory holding history/ (an asset event's own wins)"),
+            "environment": Param("", type="string", description="Only this environment (empty = all)"),
+            "brokers": Param([], type="array", items={"type": "string", "enum": ["kafka", "pulsar", "rabbitmq"]},
+                             description="Only these brokers (empty = all)"),
+        },
+        tags=["brokerbench", "comparison"],
+    ) as dag:
+        CompareOperator(task_id="compare")
     return dag
 
 
