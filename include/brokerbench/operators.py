@@ -47,7 +47,8 @@ class BrokerbenchStepOperator(BaseOperator):
         ctx = run_context(self.suite, context)
         log.info("== %s (try %s)", self.task_id, context["ti"].try_number)
         try:
-            return self.step(ctx)
+            with ctx.synced():  # s3:// results: staging copy pulled before, pushed after
+                return self.step(ctx)
         except pipeline.NotSelected as e:
             raise AirflowSkipException(str(e)) from e
 
@@ -148,12 +149,13 @@ class AggregateResultsOperator(SparkSubmitOperator):
                 f"Spark connection {self._conn_id!r} is not defined; brokerbench does not fall back to "
                 f"Spark's default (yarn). Define it, e.g. "
                 f"AIRFLOW_CONN_{self._conn_id.upper()}='{{\"conn_type\":\"spark\",\"host\":\"local[*]\"}}'") from e
-        if not pipeline.has_measurements(ctx):
-            raise AirflowFailException(f"no measured results under {ctx.run_dir / 'raw'}: nothing to aggregate")
-        self.application_args = ["--run-dir", str(ctx.run_dir)]
-        self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                         **(self.env_vars or {})}
-        return super().execute(context)
+        with ctx.synced():  # s3:// results: Spark reads and writes the local staging copy
+            if not pipeline.has_measurements(ctx):
+                raise AirflowFailException(f"no measured results under {ctx.run_dir / 'raw'}: nothing to aggregate")
+            self.application_args = ["--run-dir", str(ctx.run_dir)]
+            self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+                             **(self.env_vars or {})}
+            return super().execute(context)
 
 
 def _run_type_and_ts(context: Any) -> tuple[str | None, str]:
@@ -189,15 +191,17 @@ class HistoryAppendOperator(SparkSubmitOperator):
             BaseHook.get_connection(self._conn_id)
         except Exception as e:
             raise AirflowFailException(f"Spark connection {self._conn_id!r} is not defined") from e
-        if not (ctx.run_dir / "summary" / "summary.parquet").exists():
-            raise AirflowFailException(f"no summary under {ctx.run_dir / 'summary'}: nothing to append")
-        run_type, run_ts = _run_type_and_ts(context)
-        pipeline.write_run_meta(ctx, run_type, run_ts)
-        root = pipeline.history_root(ctx)
-        log.info("== %s: append %s (%s run at %s) to %s", self.task_id, ctx.run_dir, run_type, run_ts, root)
-        self.application_args = ["--history-root", root, "--run-dir", str(ctx.run_dir)]
-        self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, **(self.env_vars or {})}
-        result = super().execute(context)
+        with ctx.synced():  # s3:// results: run dir and history/ staged locally around the Spark job
+            if not (ctx.run_dir / "summary" / "summary.parquet").exists():
+                raise AirflowFailException(f"no summary under {ctx.run_dir / 'summary'}: nothing to append")
+            run_type, run_ts = _run_type_and_ts(context)
+            pipeline.write_run_meta(ctx, run_type, run_ts)
+            root = pipeline.history_root(ctx)
+            log.info("== %s: append %s (%s run at %s) to %s", self.task_id, ctx.run_dir, run_type, run_ts, root)
+            self.application_args = ["--history-root", root, "--run-dir", str(ctx.run_dir)]
+            self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+                             **(self.env_vars or {})}
+            result = super().execute(context)
         for outlet in self.outlets or []:
             try:
                 context["outlet_events"][outlet].extra = {"history_root": root, "run_dir": str(ctx.run_dir),
@@ -225,9 +229,31 @@ class RegressionGateOperator(BrokerbenchStepOperator):
         ctx = run_context(self.suite, context)
         run_type, _ = _run_type_and_ts(context)
         try:
-            return pipeline.regression_gate(ctx, run_type)
+            with ctx.synced():
+                return pipeline.regression_gate(ctx, run_type)
         except pipeline.RegressionFound as e:
             raise AirflowFailException(str(e)) from e
+
+
+class CompareOperator(BaseOperator):
+    """Comparison report (versions of a broker, brokers side by side) from the history store.
+
+    The results root comes from the triggering history Asset event (extra
+    ``history_root``), else from the ``results_root`` param.
+    """
+
+    ui_color = "#d6eaf8"
+
+    def execute(self, context: Any) -> Any:
+        params = dict(context["params"] or {})
+        results_root = params.get("results_root") or pipeline.default_results_root()
+        for events in (context.get("triggering_asset_events") or {}).values():
+            for event in events:
+                root = (getattr(event, "extra", None) or {}).get("history_root")
+                if root:
+                    results_root = root.rstrip("/").rsplit("/", 1)[0]
+        return pipeline.compare(results_root, context["run_id"], params.get("environment") or None,
+                                params.get("brokers") or None)
 
 
 class ReportLink(BaseOperatorLink):

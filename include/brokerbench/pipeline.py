@@ -57,8 +57,22 @@ class RunContext:
         return f"{safe_name(self.dag_id)}/{safe_name(self.run_id)}"
 
     @property
+    def local_results_root(self) -> Path:
+        """The results root, or its local staging copy when it is s3:// (see brokerbench.storage)."""
+        from brokerbench.storage import staging_root
+
+        return staging_root(self.results_root)
+
+    @property
     def run_dir(self) -> Path:
-        return Path(self.results_root) / "runs" / self.run_key
+        return self.local_results_root / "runs" / self.run_key
+
+    def synced(self):
+        """Context manager: the run's files (and history) pulled from S3 before a
+        task and pushed after it; nothing to do for a local results root."""
+        from brokerbench.storage import synced
+
+        return synced(self.results_root, [f"runs/{self.run_key}", "history"])
 
     @property
     def plan_path(self) -> Path:
@@ -86,6 +100,11 @@ class RunContext:
             from brokerbench.environments.local import LocalEnvironment
 
             return LocalEnvironment(self.run_key, self._env_settings())
+        if name == "aws":
+            from brokerbench.environments.aws import AwsEnvironment
+
+            return AwsEnvironment(self.run_key, self._env_settings(),
+                                  plan=self.plan() if self.plan_path.exists() else None)
         raise NotImplementedError(f"environment {name!r} is not available in this version of brokerbench")
 
     def _env_settings(self) -> dict[str, Any]:
@@ -111,8 +130,16 @@ def validate(ctx: RunContext) -> dict[str, Any]:
     """Load the suite, apply params, validate every file: write plan.json."""
     from brokerbench.spec import build_plan, load_suite
 
-    bench_params = {k: v for k, v in ctx.params.items() if k not in ANALYSIS_PARAMS}
+    bench_params = {k: v for k, v in ctx.params.items() if k not in ANALYSIS_PARAMS + ENVIRONMENT_PARAMS}
     plan = build_plan(load_suite(ctx.suite), bench_params)
+    # environment params (aws: versions, instance types, cost cap) refine the suite's environmentSettings
+    for key in ENVIRONMENT_PARAMS:
+        value = ctx.params.get(key)
+        if value in (None, "", {}, []):
+            continue
+        if isinstance(value, dict) and isinstance(plan.environment_settings.get(key), dict):
+            value = {**plan.environment_settings[key], **value}
+        plan.environment_settings[key] = value
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     ctx.plan_path.write_text(plan.to_json())
     combos = sorted({(i.broker, i.variant) for i in plan.items})
@@ -303,7 +330,16 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
         attempts = [o.with_name(o.name + ".attempt") for o in outs]
         log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job["kind"],
                  minutes * 60, job["rate_msg_s"], len(jobs))
-        res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + 180)
+        label = safe_name(f"{item.workload.id}__{item.driver.name}__{item.variant}__{phase}")
+        phase_rec = env.before_phase(phase, label) if hasattr(env, "before_phase") else None
+        try:
+            res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + 180)
+        finally:
+            if phase_rec is not None:
+                # host metrics of the phase, stored with the results (hostmetrics/<same path>/<host>.jsonl)
+                dest = ctx.run_dir / "hostmetrics" / Path(*out.relative_to(ctx.run_dir / "raw").parts[:-1])
+                phase_rec["hosts"] = env.after_phase(phase, label, str(dest))
+                ctx.write_json(f"provenance/phases/{label}.json", phase_rec)
         for o, a in zip(outs, attempts):
             keep_best_attempt(o, a)
         for r, o in zip(res, outs):
@@ -338,12 +374,14 @@ def report(ctx: RunContext) -> str:
 
 #: params read by the analysis steps only (not part of the benchmark plan)
 ANALYSIS_PARAMS = ("regression_min_runs", "regression_gate")
+#: params that refine the plan's environment_settings (the aws environment reads them)
+ENVIRONMENT_PARAMS = ("broker_versions", "instance_types", "instance_counts", "cost_cap_usd", "tuning_profile")
 
 
 def history_root(ctx: RunContext) -> str:
     from brokerbench.history import history_root as root
 
-    return root(ctx.results_root)
+    return root(ctx.local_results_root)
 
 
 def write_run_meta(ctx: RunContext, run_type: str | None, run_ts: str) -> dict[str, Any]:
@@ -400,6 +438,28 @@ def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
     else:
         log.info("no regression (%d verdicts)", len(data.get("verdicts", [])))
     return {"regressed": len(regressed), "gated": gated, "mode": mode, "run_type": run_type}
+
+
+def compare(results_root: str, out_name: str, environment: str | None = None,
+            brokers: list[str] | None = None) -> str:
+    """The comparison report of the whole history: <results_root>/comparisons/<out_name>/comparison.html.
+
+    Also copied to <results_root>/comparisons/latest.html.
+    """
+    import shutil
+
+    from brokerbench.history import history_root as root, read_history
+    from brokerbench.report.compare import build_comparison, text_summary
+
+    out_dir = Path(results_root) / "comparisons" / safe_name(out_name)
+    path = build_comparison(root(results_root), out_dir, environment or None, brokers or None)
+    shutil.copyfile(path, Path(results_root) / "comparisons" / "latest.html")
+    rows = [r for r in read_history(root(results_root)) if r.get("status") == "ok"
+            and (not environment or r.get("environment") == environment)
+            and (not brokers or r.get("broker") in brokers)]
+    log.info("comparison (latest run per broker):\n%s", text_summary(rows))
+    log.info("comparison report: %s", path)
+    return str(path)
 
 
 class RegressionFound(Exception):

@@ -97,9 +97,11 @@ class AwsEnvironment(Environment):
     name = "aws"
 
     def __init__(self, run_key: str, settings: dict[str, Any] | None = None, plan: Any | None = None):
-        merged = {**DEFAULTS, **{k: v for k, v in (settings or {}).items() if v is not None}}
+        site = site_settings()
+        given = {**{k: v for k, v in (settings or {}).items() if v is not None}, **site}
+        merged = {**DEFAULTS, **given}
         for key in ("instance_types", "broker_versions"):
-            merged[key] = {**DEFAULTS[key], **((settings or {}).get(key) or {})}
+            merged[key] = {**DEFAULTS[key], **((settings or {}).get(key) or {}), **(site.get(key) or {})}
         super().__init__(run_key, merged)
         self.plan = plan
         from .local import state_dir_for
@@ -470,6 +472,18 @@ class AwsEnvironment(Environment):
             except Exception as e:  # noqa: BLE001
                 record["errors"].append(f"{host.name}: {e}")
         return out
+
+
+def site_settings() -> dict[str, Any]:
+    """Settings of this installation (account, network, bastion), which win over the
+    suite's: ``BROKERBENCH_AWS_SETTINGS`` = a JSON file path or inline JSON."""
+    import os
+
+    raw = os.environ.get("BROKERBENCH_AWS_SETTINGS", "").strip()
+    if not raw:
+        return {}
+    text = raw if raw.startswith("{") else Path(raw).read_text()
+    return {k: v for k, v in json.loads(text).items() if v is not None}
 
 
 ROLE_ORDER = {"broker": 0, "metadata": 1, "client": 2, None: 3}

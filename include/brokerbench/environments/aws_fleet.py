@@ -76,7 +76,8 @@ def expected_minutes(plan: Any | None) -> float:
 
 def role_counts(settings: dict[str, Any], needs_metadata: bool) -> dict[str, int]:
     counts = {"broker": 3, "metadata": 3 if needs_metadata else 0, "client": 2,
-              **{k: int(v) for k, v in (settings.get("counts") or {}).items()}}
+              **{k: int(v) for k, v in {**(settings.get("counts") or {}),
+                                         **(settings.get("instance_counts") or {})}.items()}}
     if not needs_metadata:
         counts["metadata"] = 0
     return counts

@@ -1,0 +1,93 @@
+"""Every broker install and host setup script of the aws environment, rendered for
+each supported version (and Kafka mode, fleet size, variant), passes shellcheck."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from brokerbench.environments import aws, aws_brokers
+
+HOSTS = [{"name": f"bb-x-broker-{i}", "address": f"10.0.1.{10 + i}"} for i in range(3)]
+META = [{"name": f"bb-x-metadata-{i}", "address": f"10.0.2.{10 + i}"} for i in range(3)]
+VARIANTS = {
+    "kafka": [{}, {"log.flush.interval.messages": 1}],
+    "pulsar": [{"journalSyncData": True}, {"journalSyncData": False, "journalWriteData": False,
+                                           "journalPageCacheFlushIntervalMSec": 1000}],
+    "rabbitmq": [{}, {"ha_mode": 2}],
+}
+
+
+def cases():
+    for broker, versions in aws.VERSIONS.items():
+        for version in versions:
+            modes = [aws.kafka_mode(version)] if broker != "kafka" or aws._vtuple(version) >= (4, 0) or \
+                aws._vtuple(version) < (2, 8) else ["kraft", "zookeeper"]
+            for mode in modes:
+                for k, settings in enumerate(VARIANTS[broker]):
+                    if broker == "rabbitmq" and settings.get("ha_mode") and aws._vtuple(version) >= (4,):
+                        continue
+                    yield pytest.param(broker, version, mode, settings, id=f"{broker}-{version}-{mode}-v{k}")
+
+
+def shellcheck(tmp_path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    res = subprocess.run(["shellcheck", "-S", "style", "-s", "bash", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, f"{name}:\n{res.stdout}{res.stderr}\n--- script ---\n{text}"
+
+
+def test_shellcheck_is_installed():
+    assert shutil.which("shellcheck"), "shellcheck missing: make setup installs it (include/infra/local/bootstrap.sh)"
+
+
+@pytest.mark.parametrize("broker, version, mode, settings", list(cases()))
+def test_broker_scripts_pass_shellcheck(tmp_path, broker, version, mode, settings):
+    scripts = aws_brokers.render_scripts(broker, version, HOSTS, META, settings, mode=mode, tuning="seed-000",
+                                         run_key="brokerbench_aws_seed_latency/manual__1")
+    assert {s for _, s, _ in scripts} >= {f"{broker}.sh"}
+    if broker == "pulsar" or mode == "zookeeper":
+        assert any(s == "zookeeper.sh" for _, s, _ in scripts)
+    for i, (host, name, text) in enumerate(scripts):
+        assert version in text or name == "zookeeper.sh"
+        for key, value in settings.items():
+            if key != "ha_mode" and name != "zookeeper.sh" and "metadata" not in host:
+                assert key in text, (key, name)
+        shellcheck(tmp_path, f"{i}-{name}", text)
+
+
+def test_rabbitmq_4_refuses_classic_mirroring():
+    with pytest.raises(aws.EnvironmentError_, match="no classic queue mirroring"):
+        aws_brokers.render_scripts("rabbitmq", "4.1.4", HOSTS, [], {"ha_mode": 2})
+
+
+def test_kafka_modes_by_version():
+    assert aws.kafka_mode("2.3.1") == "zookeeper" and aws.kafka_mode("3.9.1") == "kraft"
+    assert aws.kafka_mode("3.9.1", "zookeeper") == "zookeeper"
+    with pytest.raises(aws.EnvironmentError_):
+        aws.kafka_mode("4.1.0", "zookeeper")
+
+
+@pytest.mark.parametrize("template, values", [
+    ("host-setup.sh.j2", {"data_dir": "/data", "remote_dir": "/opt/brokerbench", "time_server": "169.254.169.123"}),
+    ("user-data.sh.j2", {"max_lifetime_minutes": 240, "run_key": "d/r"}),
+    ("install-worker.sh.j2", {"remote_dir": "/opt/brokerbench", "wheel": "/opt/brokerbench/brokerbench.whl"}),
+])
+def test_host_scripts_pass_shellcheck(tmp_path, template, values):
+    shellcheck(tmp_path, template.replace(".j2", ""), aws.render(template, **values))
+
+
+def test_cost_estimate_of_the_seed_latency_suite():
+    from brokerbench.environments import aws_fleet
+    from brokerbench.spec import build_plan, load_suite
+
+    plan = build_plan(load_suite("aws-seed-latency"))
+    env = aws.AwsEnvironment("d/r", plan.environment_settings, plan=plan)
+    est = env.cost_estimate()
+    assert est["roles"]["broker"] == {"instance_type": "i3.4xlarge", "count": 3, "usd_per_hour_each": 1.248,
+                                      "usd_per_hour": 3.744}
+    assert est["usd_per_hour"] == pytest.approx(3 * 1.248 + 3 * 0.023 + 2 * 0.34, abs=1e-3)
+    assert est["expected_hours"] == pytest.approx(aws_fleet.expected_minutes(plan) / 60, abs=1e-3)
+    assert not est.get("refused") and est["expected_usd"] < 25
