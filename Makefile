@@ -36,5 +36,9 @@ test: setup
 test-unit: setup
 	@$(VENV)/bin/python -m pytest tests/unit $(PYTEST_ARGS)
 
+## Harness ceiling: msg/s of one worker process with full measurement vs each library's bare send loop.
+bench-harness: setup
+	@cd bench && ../$(VENV)/bin/python harness_ceiling.py
+
 clean:
 	rm -rf .airflow .brokerbench results

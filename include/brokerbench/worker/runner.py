@@ -80,6 +80,7 @@ ACHIEVED_MIN_RATIO = 0.99
 CLIENT_CPU_BOUND_PERCENT = 85.0  # one Python process runs on about one core (the GIL)
 DELAY_P99_BOUND_MS = 50.0
 CLOCK_OFFSET_WARN_MS = 1.0
+HOST_CPU_BOUND_PERCENT = 90.0
 
 
 def workload_kind(workload: dict[str, Any], job: dict[str, Any] | None = None) -> str:
@@ -522,7 +523,7 @@ class _Phase:
         behind = target and achieved is not None and achieved < ACHIEVED_MIN_RATIO * target
         late = delay_p99 is not None and delay_p99 > DELAY_P99_BOUND_MS * 1000 and not math.isinf(self.rate)
         busy = cpu_percent is not None and cpu_percent >= CLIENT_CPU_BOUND_PERCENT
-        host_busy = host_cpu is not None and host_cpu >= 95
+        host_busy = host_cpu is not None and host_cpu >= HOST_CPU_BOUND_PERCENT
         if behind:
             reasons.append(f"achieved {achieved:,.0f} msg/s < {ACHIEVED_MIN_RATIO:.0%} of the target {target:,.0f}")
         if late:
