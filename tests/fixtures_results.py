@@ -377,3 +377,46 @@ def write_sweep_run(
             out.append(json.dumps(rec))
         path.write_text("\n".join(out) + "\n")
     return truth
+
+
+# -- history store --------------------------------------------------------------
+
+
+def write_history_rows(history_root: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Rows in the history store's layout (as spark_jobs/history.py writes them), with pyarrow.
+
+    Partition values must be plain (letters, digits, '.', '-', '_').
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = ("broker", "broker_version", "workload", "variant", "date", "run_key")
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        r = dict(r)
+        r.setdefault("date", str(r.get("run_ts", "2026-01-01"))[:10])
+        groups.setdefault(tuple(str(r[p]) for p in parts), []).append({k: v for k, v in r.items() if k not in parts})
+    for key, group in groups.items():
+        d = Path(history_root).joinpath(*(f"{p}={v}" for p, v in zip(parts, key)))
+        d.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(group), d / "part-00000.parquet")
+
+
+def history_row(day: int, broker: str = "kafka", version: str = "3.8.0", p99: float = 5.0, **kw: Any) -> dict:
+    """One history row of a nightly run on 2026-11-<day>; every latency stat derived from ``p99``."""
+    row = {
+        "run_key": f"brokerbench_nightly__scheduled__2026-11-{day:02d}", "dag_id": "brokerbench_nightly",
+        "run_id": f"scheduled__2026-11-{day:02d}", "run_type": "scheduled",
+        "run_ts": f"2026-11-{day:02d}T00:00:00+00:00", "environment": "local", "suite": "nightly-latency",
+        "broker": broker, "broker_version": version, "broker_implementation": f"{broker}-impl",
+        "workload": "w1", "driver": f"{broker}-latency", "variant": "fsync-on", "durability_honoured": True,
+        "client_library": "lib", "client_library_version": "1.0", "brokerbench_version": "0.1.0",
+        "target_rate_msg_s": 1000.0, "publish_rate_msg_s": 1000.0, "consume_rate_msg_s": 1000.0, "status": "ok",
+        "publish_delay_p99_us": 50.0,
+    }
+    for prefix, scale in (("publish_latency", 1.0), ("e2e_latency", 2.0)):
+        for stat, f in (("avg", 0.4), ("p50", 0.3), ("p75", 0.5), ("p95", 0.8), ("p99", 1.0), ("p999", 1.5),
+                        ("p9999", 2.0), ("max", 3.0)):
+            row[f"{prefix}_{stat}_ms"] = p99 * scale * f
+    row.update(kw)
+    return row

@@ -100,3 +100,25 @@ def test_default_params_are_valid():
     resolved = ParamsDict(DAGS["brokerbench_smoke"].params).validate()
     assert resolved["brokers"] == ["kafka", "pulsar", "rabbitmq"]
     assert resolved["variants"] == ["fsync-off", "fsync-on"]
+
+
+def test_compare_dag_runs_on_the_history_asset():
+    import runpy
+
+    from brokerbench.dag_factory import HISTORY_ASSET
+
+    code = ("import runpy, sys; g = runpy.run_path('dags/brokerbench_compare.py'); "
+            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    dag = runpy.run_path(str(root / "dags" / "brokerbench_compare.py"))["brokerbench_compare"]
+    dag.validate()
+    assert dag.dag_id == "brokerbench_compare" and dag.catchup is False
+    assert list(dag.schedule) == [HISTORY_ASSET]
+    text = (root / "dags" / "brokerbench_compare.py").read_text().lower()
+    assert "airflow" in text and "dag" in text
+    for dag_id, suite_dag in DAGS.items():
+        history = suite_dag.get_task("analysis.history")
+        assert HISTORY_ASSET in history.outlets, dag_id

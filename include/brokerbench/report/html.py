@@ -155,9 +155,9 @@ def results_table(data: RunData, columns: Sequence[str]) -> str:
 
 
 def charts_section(data: RunData) -> str:
-    if not data.timeseries:
+    if not data.timeseries and not data.omb:
         return "<p>No time series (summary/timeseries.csv is missing or empty).</p>"
-    workloads = sorted({str(r.get("workload")) for r in data.timeseries})
+    workloads = sorted({str(r.get("workload")) for r in data.timeseries} | {str(d.get("workload")) for d in data.omb})
     drivers_per_combo: dict[tuple[str, str], set] = {}
     for r in data.timeseries:
         drivers_per_combo.setdefault((str(r.get("broker")), str(r.get("variant"))), set()).add(r.get("driver"))
@@ -180,6 +180,8 @@ def charts_section(data: RunData) -> str:
              series_by_combo(data.timeseries, workload, "consume_rate_msg_s", label), " publish", " consume"),
         ]
         parts.append(f"<h3>{esc(workload)}</h3>")
+        if not any(r.get("workload") == workload for r in data.timeseries):
+            charts = []
         for title, y_label, solid, dashed, s_suffix, d_suffix in charts:
             png = line_chart_png(f"{workload}: {title}", y_label, solid, dashed, s_suffix, d_suffix)
             parts.append(f'<img class="chart" alt="{esc(workload + ": " + title)}" src="data:image/png;base64,{png}">')

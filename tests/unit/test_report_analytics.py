@@ -1,0 +1,121 @@
+"""Verdict step, regression gate, report sections and the comparison report, on synthetic histories."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fixtures_results import history_row, write_history_rows  # noqa: E402
+
+from brokerbench import pipeline  # noqa: E402
+from brokerbench.history import read_history  # noqa: E402
+from brokerbench.report import build_report, render_text_summary  # noqa: E402
+from brokerbench.report.compare import build_comparison, side_by_side, version_rows  # noqa: E402
+
+
+def ctx_for(results: Path, day: int, **params) -> pipeline.RunContext:
+    return pipeline.RunContext(dag_id="brokerbench_nightly", run_id=f"scheduled__2026-11-{day:02d}",
+                               suite="nightly-latency", params={"results_root": str(results), **params})
+
+
+@pytest.fixture
+def results(tmp_path):
+    history = tmp_path / "history"
+    rows = [history_row(d, p99=5.0 + 0.1 * (d % 3)) for d in range(1, 8)]
+    rows.append(history_row(8, p99=12.0))  # today's run: a clear p99 regression
+    rows += [history_row(d, broker="rabbitmq", version="4.1.2", p99=9.0) for d in (7, 8)]
+    rows += [history_row(d, version="3.9.0", p99=4.0) for d in (9, 10)]  # a newer version, later
+    write_history_rows(history, rows)
+    return tmp_path
+
+
+def test_verdicts_step_writes_json_csv_and_gate_fails_scheduled_runs(results):
+    ctx = ctx_for(results, 8)
+    counts = pipeline.verdicts(ctx)
+    doc = json.loads((ctx.run_dir / "summary" / "regression.json").read_text())
+    by = {(v["broker"], v["metric"]): v for v in doc["verdicts"]}
+    assert by[("kafka", "publish_latency_p99_ms")]["verdict"] == "regressed"
+    assert by[("kafka", "publish_latency_p99_ms")]["baseline_n"] == 7
+    assert by[("kafka", "publish_rate_msg_s")]["verdict"] == "unchanged"
+    # rabbitmq has one earlier run: too little history
+    assert by[("rabbitmq", "publish_latency_p99_ms")]["verdict"] == "insufficient history"
+    assert counts["regressed"] >= 1
+    assert (ctx.run_dir / "summary" / "regression.csv").read_text().startswith("workload,broker,variant")
+    with pytest.raises(pipeline.RegressionFound, match="publish_latency_p99_ms"):
+        pipeline.regression_gate(ctx, "scheduled")
+    # manual and backfill runs are reported, not gated, unless asked to
+    assert pipeline.regression_gate(ctx, "manual")["gated"] is False
+    assert pipeline.regression_gate(ctx, "backfill")["regressed"] >= 1
+    with pytest.raises(pipeline.RegressionFound):
+        pipeline.regression_gate(ctx_for(results, 8, regression_gate="always"), "manual")
+    assert pipeline.regression_gate(ctx_for(results, 8, regression_gate="never"), "scheduled")["gated"] is False
+
+
+def test_min_runs_param_and_missing_run(results):
+    pipeline.verdicts(ctx_for(results, 8, regression_min_runs=1))
+    doc = json.loads((ctx_for(results, 8).run_dir / "summary" / "regression.json").read_text())
+    rabbit = [v for v in doc["verdicts"] if v["broker"] == "rabbitmq"]
+    assert doc["rule"]["min_runs"] == 1
+    assert {v["verdict"] for v in rabbit} <= {"unchanged", "improved", "regressed"}
+    with pytest.raises(RuntimeError, match="did not append"):
+        pipeline.verdicts(ctx_for(results, 20))
+
+
+def test_validate_ignores_analysis_params():
+    plan_params = {k: v for k, v in {"regression_min_runs": 2, "regression_gate": "never"}.items()
+                   if k not in pipeline.ANALYSIS_PARAMS}
+    assert plan_params == {}
+
+
+def test_report_shows_regression_table_quantile_curves_and_trends(results):
+    ctx = ctx_for(results, 8)
+    pipeline.verdicts(ctx)
+    summary = ctx.run_dir / "summary"
+    rows = [r for r in read_history(results / "history") if r["run_key"].endswith("2026-11-08")]
+    cols = list(rows[0])
+    (summary / "summary.csv").write_text(",".join(cols) + "\n" + "\n".join(
+        ",".join("" if r[c] is None else str(r[c]) for c in cols) for r in rows) + "\n")
+    (summary / "omb").mkdir()
+    quantiles = {"50.0": 1.5, "90.0": 3.0, "99.0": 5.0, "99.9": 7.5, "99.99": 9.0, "100.0": 15.0}
+    (summary / "omb" / "w1__kafka-latency__fsync-on.json").write_text(json.dumps({
+        "workload": "w1", "driver": "kafka-latency", "broker": "kafka", "variant": "fsync-on",
+        "aggregatedPublishLatencyQuantiles": quantiles, "aggregatedEndToEndLatencyQuantiles": quantiles}))
+    text = build_report(ctx.run_dir, history_root=results / "history").read_text()
+    assert "<h2>Regression verdicts</h2>" in text and '<table class="regression">' in text
+    assert re.search(r'<tr class="verdict bad">.*?publish_latency_p99_ms.*?<strong>regressed</strong>', text)
+    assert "insufficient history" in text
+    assert "publish latency by percentile" in text and "end-to-end latency by percentile" in text
+    assert "w1: trend publish_latency_p99_ms" in text and "w1: trend e2e_latency_p99_ms" in text
+    for b64 in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text):
+        assert base64.b64decode(b64)[:4] == b"\x89PNG"
+    log = render_text_summary(ctx.run_dir)
+    assert "Regression verdicts" in log and "REGRESSION w1 kafka fsync-on publish_latency_p99_ms" in log
+
+
+def test_comparison_versions_and_brokers_side_by_side(results):
+    rows = [r for r in read_history(results / "history") if r["status"] == "ok"]
+    versions = version_rows(rows)
+    kafka = versions[("kafka", "w1", "fsync-on", "local")]
+    assert [(r["broker_version"], r["runs"]) for r in kafka] == [("3.8.0", 8), ("3.9.0", 2)]
+    assert kafka[0]["publish_latency_p99_ms"] == 12.0  # the latest 3.8.0 run, exact
+    sbs = side_by_side(rows)[("w1", "fsync-on", "local")]
+    assert [(r["broker"], r["broker_version"]) for r in sbs] == [("kafka", "3.9.0"), ("rabbitmq", "4.1.2")]
+    path = build_comparison(results / "history", results / "comparisons" / "x")
+    text = path.read_text()
+    for stat in ("avg", "p50", "p75", "p95", "p99", "p999", "p9999", "max"):
+        assert f'title="publish_latency_{stat}_ms"' in text and f'title="e2e_latency_{stat}_ms"' in text
+    assert "Versions of one broker" in text and "Brokers side by side" in text
+    assert text.count("<img ") == 4  # p99 publish and e2e trend per broker track
+
+
+def test_comparison_marks_durability_not_honoured(tmp_path):
+    write_history_rows(tmp_path / "history", [history_row(1), history_row(1, broker="rabbitmq", version="4.1.2",
+                                                                          durability_honoured=False)])
+    text = build_comparison(tmp_path / "history", tmp_path / "out").read_text()
+    assert "did not honour variant" in text and "durability not honoured" in text
