@@ -140,3 +140,23 @@ def _kafka_job(endpoint: dict) -> dict:
             "topics": ["bb-aws-test-0"], "subscriptions": ["sub-0"], "duration_s": 3, "interval_s": 1,
             "rate_msg_s": 200, "producers_per_topic": 1, "consumers_per_subscription": 1,
             "consumers_in_subscription": 1}
+
+
+def test_local_environment_samples_host_metrics_the_same_way(tmp_path):
+    import time
+
+    from brokerbench.environments.local import LocalEnvironment
+
+    env = LocalEnvironment("t/local-metrics", {"state_dir": str(tmp_path / "state"), "metrics_interval_s": 0.3})
+    env.provision()
+    try:
+        rec = env.before_phase("measure", "w__d__v__measure")
+        assert rec["metrics"][0]["host"] == "localhost" and "error" not in rec["metrics"][0]
+        time.sleep(1.5)
+        hosts = env.after_phase("measure", "w__d__v__measure", str(tmp_path / "hostmetrics"))
+        m = hosts["localhost"]
+        assert m["samples"] >= 2 and m["cpu_percent_avg"] >= 0 and m["mem_used_mb_max"] > 0
+        assert (tmp_path / "hostmetrics" / "localhost.jsonl").exists()
+    finally:
+        record = env.teardown()
+    assert record["remaining"] == []

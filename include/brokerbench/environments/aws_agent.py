@@ -24,9 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,37 +43,15 @@ def _print_result(data: Any) -> None:
 
 
 def metrics_start(state_dir: str, out: str, host: str, interval: float) -> dict[str, Any]:
-    from brokerbench.environments.local_brokers import MARKER_BROKER, MARKER_STATE, process_entry, record_processes
-    import psutil
+    from brokerbench.environments.hostmetrics import start
 
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(state_dir).mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, **{MARKER_STATE: str(Path(state_dir).resolve()), MARKER_BROKER: "hostmetrics"})
-    proc = subprocess.Popen([sys.executable, "-m", "brokerbench.environments.hostmetrics", "sample", "--out", out,
-                             "--interval", str(interval), "--host", host], env=env, start_new_session=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    record_processes(Path(state_dir).resolve(), [process_entry(psutil.Process(proc.pid), "hostmetrics", "sampler")])
-    Path(out + ".pid").write_text(str(proc.pid))
-    return {"pid": proc.pid, "out": out}
+    return start(state_dir, out, host, interval)
 
 
 def metrics_stop(out: str) -> dict[str, Any]:
-    import psutil
+    from brokerbench.environments.hostmetrics import stop
 
-    pid_file = Path(out + ".pid")
-    stopped = None
-    if pid_file.exists():
-        pid = int(pid_file.read_text().strip() or 0)
-        try:
-            p = psutil.Process(pid)
-            if "brokerbench.environments.hostmetrics" in " ".join(p.cmdline()):
-                p.send_signal(signal.SIGTERM)
-                p.wait(10)
-                stopped = pid
-        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
-            pass
-        pid_file.unlink(missing_ok=True)
-    return {"stopped": stopped, "out": out}
+    return stop(out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+from pathlib import Path
 import sys
 import time
 from typing import Any
@@ -101,6 +103,43 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
             out[f"{k}_avg"] = round(sum(vals) / len(vals), 3)
             out[f"{k}_max"] = round(max(vals), 3)
     return out
+
+
+def start(state_dir: str, out: str, host: str, interval: float) -> dict[str, Any]:
+    """Start a detached sampler writing to ``out``; recorded (and marked) in
+    ``state_dir`` like every process of a run, so a teardown stops it."""
+    from brokerbench.environments.local_brokers import MARKER_BROKER, MARKER_STATE, process_entry, record_processes
+    import psutil
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(state_dir).mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, **{MARKER_STATE: str(Path(state_dir).resolve()), MARKER_BROKER: "hostmetrics"})
+    proc = subprocess.Popen([sys.executable, "-m", "brokerbench.environments.hostmetrics", "sample", "--out", out,
+                             "--interval", str(interval), "--host", host], env=env, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    record_processes(Path(state_dir).resolve(), [process_entry(psutil.Process(proc.pid), "hostmetrics", "sampler")])
+    Path(out + ".pid").write_text(str(proc.pid))
+    return {"pid": proc.pid, "out": out}
+
+
+def stop(out: str) -> dict[str, Any]:
+    """Stop the sampler started for ``out`` (idempotent)."""
+    import psutil
+
+    pid_file = Path(out + ".pid")
+    stopped = None
+    if pid_file.exists():
+        pid = int(pid_file.read_text().strip() or 0)
+        try:
+            p = psutil.Process(pid)
+            if "brokerbench.environments.hostmetrics" in " ".join(p.cmdline()):
+                p.send_signal(signal.SIGTERM)
+                p.wait(10)
+                stopped = pid
+        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            pass
+        pid_file.unlink(missing_ok=True)
+    return {"stopped": stopped, "out": out}
 
 
 def main(argv: list[str] | None = None) -> int:

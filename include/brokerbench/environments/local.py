@@ -121,6 +121,40 @@ class LocalEnvironment(Environment):
         if stopped:
             log.info("%s stopped: %s", broker, ", ".join(f"{s['role']} (pid {s['pid']})" for s in stopped))
 
+    # -- phases: host metrics (the same sampler as on aws hosts) ----------------------------
+    def before_phase(self, phase: str, label: str) -> dict[str, Any]:
+        """Start this machine's metrics sampler (CPU, memory, disk, network) for the phase."""
+        from . import hostmetrics
+
+        out = self.state_dir / "metrics" / f"{label}.jsonl"
+        rec: dict[str, Any] = {"phase": phase, "label": label,
+                               "page_cache": [{"host": self.host.name, "dropped": False,
+                                               "note": "local environment: the page cache of a shared machine "
+                                                       "is not dropped"}] if phase == "measure" else []}
+        try:
+            hostmetrics.start(str(self.state_dir), str(out), self.host.name,
+                              float(self.settings.get("metrics_interval_s", 1.0)))
+            rec["metrics"] = [{"host": self.host.name, "file": str(out)}]
+        except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
+            rec["metrics"] = [{"host": self.host.name, "error": f"{type(e).__name__}: {e}"}]
+        return rec
+
+    def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
+        """Stop the sampler; its samples go to ``dest_dir/<host>.jsonl``, the summary is returned."""
+        import shutil
+
+        from . import hostmetrics
+
+        src = self.state_dir / "metrics" / f"{label}.jsonl"
+        hostmetrics.stop(str(src))
+        if not src.exists():
+            return {self.host.name: {"role": self.host.role, "samples": 0}}
+        dest = Path(dest_dir) / f"{self.host.name}.jsonl"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        return {self.host.name: {"role": self.host.role, "file": str(dest),
+                                 **hostmetrics.summarise(hostmetrics.parse_lines(dest.read_text()))}}
+
     # -- workers ----------------------------------------------------------------------
     def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],
                     timeout_s: float) -> list[dict[str, Any]]:
