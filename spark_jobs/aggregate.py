@@ -720,38 +720,47 @@ def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
     )
 
 
+def aggregate_run(spark: SparkSession, run_dir: str) -> int:
+    """Aggregate one run directory; 0 = written, 2 = nothing measured."""
+    sweep: list[dict[str, Any]] = []
+    try:
+        records = read_worker_records(spark, run_dir)
+        sweep = sweep_summary(records)
+        if sweep:
+            write_text(spark, f"{run_dir}/summary/sweep.csv", _csv_text(sweep, list(sweep[0].keys())))
+            print(f"brokerbench aggregate: {len(sweep)} sweep step rows -> {run_dir}/summary/sweep.csv")
+        result = aggregate(spark, run_dir, records)
+    except NoMeasuredData as exc:
+        if sweep:
+            print(f"brokerbench aggregate: no measured phase (sweep only): {exc}")
+            return 0
+        print(f"brokerbench aggregate: no measured data: {exc}", file=sys.stderr)
+        return 2
+    out = write_outputs(spark, run_dir, result)
+    print(f"brokerbench aggregate: {len(result['summary'])} summary rows, "
+          f"{len(result['timeseries'])} interval rows -> {out}")
+    print(text_table(result["summary"]))
+    partial = [r for r in result["summary"] if r["status"] != "ok"]
+    for r in partial:
+        print(f"WARNING {r['workload']} {r['broker']} {r['variant']}: {r['status']}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Aggregate one brokerbench run (merge histograms, write summary).")
-    parser.add_argument("--run-dir", required=True,
-                        help="the run directory: local path, file://, s3a:// or s3:// URI")
+    parser = argparse.ArgumentParser(description="Aggregate brokerbench runs (merge histograms, write summary).")
+    parser.add_argument("--run-dir", required=True, action="append",
+                        help="a run directory: local path, file://, s3a:// or s3:// URI (repeatable: several "
+                             "runs in one Spark application, one after the other)")
     args = parser.parse_args(argv)
-    run_dir = args.run_dir.rstrip("/")
 
     spark = build_session()
     spark.sparkContext.setLogLevel("WARN")
     try:
-        sweep: list[dict[str, Any]] = []
-        try:
-            records = read_worker_records(spark, run_dir)
-            sweep = sweep_summary(records)
-            if sweep:
-                write_text(spark, f"{run_dir}/summary/sweep.csv", _csv_text(sweep, list(sweep[0].keys())))
-                print(f"brokerbench aggregate: {len(sweep)} sweep step rows -> {run_dir}/summary/sweep.csv")
-            result = aggregate(spark, run_dir, records)
-        except NoMeasuredData as exc:
-            if sweep:
-                print(f"brokerbench aggregate: no measured phase (sweep only): {exc}")
-                return 0
-            print(f"brokerbench aggregate: no measured data: {exc}", file=sys.stderr)
-            return 2
-        out = write_outputs(spark, run_dir, result)
-        print(f"brokerbench aggregate: {len(result['summary'])} summary rows, "
-              f"{len(result['timeseries'])} interval rows -> {out}")
-        print(text_table(result["summary"]))
-        partial = [r for r in result["summary"] if r["status"] != "ok"]
-        for r in partial:
-            print(f"WARNING {r['workload']} {r['broker']} {r['variant']}: {r['status']}")
-        return 0
+        rc = 0
+        for run_dir in args.run_dir:
+            rc = max(rc, aggregate_run(spark, run_dir.rstrip("/")))
+            spark.catalog.clearCache()
+        return rc
     finally:
         spark.stop()
 
