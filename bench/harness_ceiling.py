@@ -72,9 +72,14 @@ def bare_confluent(ep, topic, seconds):
         for _ in range(1000):
             try:
                 produce(topic, payload)
-            except BufferError:
-                poll(0.005)
-                produce(topic, payload)
+            except BufferError:  # queue full: serve deliveries until it fits (as the worker does)
+                while True:
+                    poll(0.005)
+                    try:
+                        produce(topic, payload)
+                        break
+                    except BufferError:
+                        pass
         n += 1000
         poll(0)
     if p.flush(60):

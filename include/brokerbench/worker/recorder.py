@@ -100,6 +100,7 @@ class IntervalWriter:
         self.phase_delay = LogHistogram()
         self.phase_publish = LogHistogram()
         self.catchup_received = 0
+        self.catchup = False
         self.segment_delay = LogHistogram()
         self._interval_start_ns: int | None = None
         self._phase_start_ns: int | None = None
@@ -186,7 +187,7 @@ class IntervalWriter:
                 "e2e_latency_us": e2e_h.to_dict(),
                 **self.extra,
             }
-            if samples.catchup_e2e_ns or self.catchup_received:
+            if self.catchup:  # a mixed workload: every interval carries the catch-up fields
                 catchup = _drop_probes(samples.catchup_e2e_ns)
                 self.catchup_received += len(catchup)
                 record["catchup_received"] = len(catchup)

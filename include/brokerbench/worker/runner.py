@@ -228,6 +228,7 @@ class _Phase:
             meta["sweep_rates_msg_s"] = self.sweep_rates
         self.writer = IntervalWriter(out_path, meta, self.recorder, subscriptions=len(self.subs),
                                      progress=progress)
+        self.writer.catchup = self.catchup_sub is not None
         self.consumers: list = []
         self.catchup_consumers: list = []
         self.producers: list = []
@@ -290,7 +291,7 @@ class _Phase:
         offset = int(job.get("consumer_index_offset", 0))
         total_in_sub = int(job.get("consumers_in_subscription", self.cps or 1))
         start = "earliest" if self.kind == "consumer-only" else "latest"
-        paused = self.kind == "backlog"
+        paused = False  # backlog: consumers take part in the probe, then pause
         for t in self.topics:
             for s in self.subs:
                 for c in range(self.cps):
@@ -318,10 +319,7 @@ class _Phase:
         deadline = time.monotonic() + timeout
         probe = STAMP.pack(0) + payload_pool(self.workload)[0]
         rounds = 0
-        if self.kind == "backlog":  # paused consumers: the probe only needs acknowledgements
-            wanted: set = set()
-        else:
-            wanted = {(t, s) for t in self.topics for s in self.subs}
+        wanted = {(t, s) for t in self.topics for s in self.subs}
         target_acks = len(self.producers)  # at least one acknowledged probe per producer
         while True:
             acked = self.writer.live()[1]
@@ -416,7 +414,12 @@ class _Phase:
         size = int(self.workload["messageSize"])
         requested = float(self.workload.get("consumerBacklogSizeGB", 0)) * 1024 ** 3
         capacity = requested / size  # messages (per subscription)
-        empty_level = (1.0 - float(self.workload.get("backlogDrainRatio", 1.0))) * capacity
+        # drained: at most (1 - backlogDrainRatio) of the requested backlog is left,
+        # plus what is in flight while producers keep sending (their rate x 100 ms)
+        empty_level = (1.0 - float(self.workload.get("backlogDrainRatio", 1.0))) * capacity + self.rate * 0.1
+        for c in self.consumers:  # they joined and found their position during the probe
+            c.pause()
+        time.sleep(0.3)
         start = self.start_ns()
         end = start + int(self.duration_s * 1e9)
         self.writer.start(start, self.duration_s)
@@ -456,10 +459,10 @@ class _Phase:
         steps, unstable, highest = [], 0, None
         for k, r in enumerate(rates):
             self.writer.extra = {"step": k, "step_target_rate_msg_s": r}
-            _, acked0, _ = self.writer.live()
             start = time.time_ns() + 50_000_000 if k else self.start_ns()
             end = start + int(step_s * 1e9)
-            self.writer.start(start, step_s)
+            self.writer.start(start, step_s)  # the first start drops the probes' samples
+            _, acked0, _ = self.writer.live()
             stop = threading.Event()
             threads = self.start_producers(r, start, end, stop)
             self.wait_until(start + int(step_s * 0.25e9))

@@ -19,7 +19,8 @@ import threading
 import time
 from typing import Any
 
-import confluent_kafka
+from importlib.metadata import version
+
 from confluent_kafka import Consumer as CKConsumer, KafkaException, Producer as CKProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -54,9 +55,14 @@ class _CKProducer(Producer):
         def fast_send(payload: bytes, key: bytes | None, _topic=topic) -> None:
             try:
                 produce(_topic, payload, key)
-            except BufferError:  # librdkafka's queue is full: serve deliveries, then retry
-                poll(0.005)
-                produce(_topic, payload, key)
+            except BufferError:  # librdkafka's queue is full: serve deliveries until it fits
+                while True:
+                    poll(0.005)
+                    try:
+                        produce(_topic, payload, key)
+                        break
+                    except BufferError:
+                        pass
             self._n += 1
             if self._n >= 1000:
                 self._n = 0
@@ -88,6 +94,7 @@ class _CKProducer(Producer):
 class _CKConsumer(Consumer):
     def __init__(self, conf: dict[str, Any], topic: str, on_payload: PayloadHandler, paused: bool):
         self.on_payload = on_payload
+        self._earliest = conf.get("auto.offset.reset") == "earliest"
         self._c = CKConsumer(conf)
         self._want_paused = paused
         self._paused = False
@@ -98,6 +105,14 @@ class _CKConsumer(Consumer):
 
     def _on_assign(self, consumer, partitions) -> None:
         if self._want_paused:  # paused from the first assignment: nothing is fetched
+            # fix the position now (committed, else the current end), or a resume
+            # much later would apply auto.offset.reset=latest and skip the backlog
+            committed = {(t.topic, t.partition): t.offset for t in consumer.committed(partitions, timeout=10)}
+            for tp in partitions:
+                off = committed.get((tp.topic, tp.partition), -1001)
+                low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                tp.offset = off if off >= 0 else (low if self._earliest else high)
+            consumer.assign(partitions)
             consumer.pause(partitions)
             self._paused = True
 
@@ -129,7 +144,7 @@ class _CKConsumer(Consumer):
 
 class ConfluentKafkaDriver(Driver):
     client_library = "confluent-kafka"
-    client_library_version = confluent_kafka.version()[0]
+    client_library_version = version("confluent-kafka")
 
     def __init__(self, endpoint, driver, recorder):
         super().__init__(endpoint, driver, recorder)

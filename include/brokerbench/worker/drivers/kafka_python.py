@@ -149,6 +149,8 @@ class KafkaPythonDriver(Driver):
         class _PauseOnAssign(ConsumerRebalanceListener):
             def on_partitions_assigned(self, assigned):
                 if consumer._want_paused and assigned:  # paused from the first assignment
+                    for tp in assigned:  # fix the position now: a later resume must not skip the backlog
+                        c.position(tp)
                     c.pause(*assigned)
 
             def on_partitions_revoked(self, revoked):
