@@ -331,7 +331,7 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
         log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job["kind"],
                  minutes * 60, job["rate_msg_s"], len(jobs))
         label = safe_name(f"{item.workload.id}__{item.driver.name}__{item.variant}__{phase}")
-        phase_rec = env.before_phase(phase, label) if hasattr(env, "before_phase") else None
+        phase_rec = env.before_phase(phase, label)
         try:
             res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + 180)
         finally:
