@@ -67,10 +67,13 @@ def test_min_runs_param_and_missing_run(results):
         pipeline.verdicts(ctx_for(results, 20))
 
 
-def test_validate_ignores_analysis_params():
-    plan_params = {k: v for k, v in {"regression_min_runs": 2, "regression_gate": "never"}.items()
-                   if k not in pipeline.ANALYSIS_PARAMS}
-    assert plan_params == {}
+def test_validate_accepts_analysis_params(tmp_path):
+    # the plan's params model forbids unknown keys: the analysis params must not reach it
+    ctx = pipeline.RunContext(dag_id="brokerbench_smoke", run_id="manual__x", suite="smoke",
+                              params={"results_root": str(tmp_path), "regression_min_runs": 2,
+                                      "regression_gate": "never"})
+    assert pipeline.validate(ctx)["items"] >= 1
+    assert "regression_gate" not in json.loads(ctx.plan_path.read_text())["params"]
 
 
 def test_report_shows_regression_table_quantile_curves_and_trends(results):
