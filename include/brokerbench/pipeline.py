@@ -223,7 +223,20 @@ def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, i
         "consumers_per_subscription": w.consumer_per_subscription,
         "consumers_in_subscription": w.consumer_per_subscription,
         "kind": _kind(workload),
+        "sweep_rates_msg_s": w.sweep_rates_msg_s,
+        "clock_offset_ms": _clock_offset_ms(ctx),
     }
+
+
+def _clock_offset_ms(ctx: RunContext) -> float | None:
+    """The largest clock offset of any host (host setup's record), for validity flags."""
+    try:
+        hosts = ctx.read_json("provenance/hosts.json").get("hosts", [])
+    except (OSError, ValueError):
+        return None
+    offsets = [abs(float(h["time_sync"]["clock_offset_ms"])) for h in hosts
+               if (h.get("time_sync") or {}).get("clock_offset_ms") is not None]
+    return max(offsets) if offsets else None
 
 
 def _kind(workload: dict[str, Any]) -> str:

@@ -475,3 +475,25 @@ def test_plan_json_round_trip():
 def test_empty_form_fields_mean_suite_defaults():
     suite = load_suite("smoke")
     assert build_plan(suite, {"results_root": "", "brokers": "", "rate_override_msg_s": None}) == build_plan(suite)
+
+
+def test_workload_kind_and_sweep_rates_are_brokerbench_extensions(tmp_path):
+    import pytest as _pytest
+
+    from brokerbench.spec import SpecError, load_workload
+
+    good = tmp_path / "sweep.yaml"
+    good.write_text("name: sweep\ntopics: 1\npartitionsPerTopic: 1\nmessageSize: 100\nproducerRate: 0\n"
+                    "testDurationMinutes: 1\nkind: throughput-sweep\nsweepRatesMsgS: [1000, 5000]\n")
+    w = load_workload(str(good))
+    assert w.kind == "throughput-sweep" and w.sweep_rates_msg_s == [1000, 5000]
+    assert w.to_omb_dict()["sweepRatesMsgS"] == [1000, 5000]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("throughput-sweep", "chaos"))
+    with _pytest.raises(SpecError) as e:
+        load_workload(str(bad))
+    assert e.value.field == "kind"
+    bad.write_text(good.read_text().replace("[1000, 5000]", "[1000, 0]"))
+    with _pytest.raises(SpecError) as e:
+        load_workload(str(bad))
+    assert e.value.field == "sweepRatesMsgS"

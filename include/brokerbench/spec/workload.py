@@ -19,6 +19,8 @@ from .errors import FieldValueError, SpecError, from_validation_error
 TIMESTAMP_BYTES = 8
 
 KeyDistributor = Literal["NO_KEY", "KEY_ROUND_ROBIN", "RANDOM_NANO"]
+#: brokerbench's workload kinds (docs/worker.md); OMB itself ignores the key.
+WorkloadKind = Literal["latency", "throughput-sweep", "producer-only", "consumer-only", "backlog", "mixed"]
 
 
 class Workload(BaseModel):
@@ -49,6 +51,9 @@ class Workload(BaseModel):
     backlog_drain_ratio: float = Field(default=1.0, alias="backlogDrainRatio", gt=0)
     test_duration_minutes: float = Field(alias="testDurationMinutes", gt=0)
     warmup_duration_minutes: float = Field(default=1.0, alias="warmupDurationMinutes", ge=0)
+    # brokerbench extensions (unknown to OMB, which ignores them)
+    kind: WorkloadKind | None = Field(default=None, description="default: derived from the OMB fields")
+    sweep_rates_msg_s: list[float] | None = Field(default=None, alias="sweepRatesMsgS", min_length=1)
     payload_path: str | None = None
 
     @model_validator(mode="after")
@@ -69,6 +74,8 @@ class Workload(BaseModel):
                                   "(producersPerTopic and subscriptionsPerTopic x consumerPerSubscription are 0)")
         if self.consumer_backlog_size_gb > 0 and (self.producers_per_topic == 0 or consumers == 0):
             raise FieldValueError("consumerBacklogSizeGB", "a backlog test needs producers and consumers")
+        if self.sweep_rates_msg_s and any(r <= 0 for r in self.sweep_rates_msg_s):
+            raise FieldValueError("sweepRatesMsgS", f"every rate must be > 0 msg/s (got {self.sweep_rates_msg_s})")
         context = info.context or {}
         if self.payload_file and context.get("check_files"):
             self._check_payload(context.get("base_dir"))
