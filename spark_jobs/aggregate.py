@@ -716,6 +716,10 @@ def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.showConsoleProgress", "false")
+        # many runs in one application: keep the driver's query/job history small
+        .config("spark.sql.ui.retainedExecutions", "20")
+        .config("spark.ui.retainedJobs", "50")
+        .config("spark.ui.retainedStages", "50")
         .getOrCreate()
     )
 
