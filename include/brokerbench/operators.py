@@ -127,21 +127,24 @@ class UndeployBrokerOperator(BrokerbenchStepOperator):
         pipeline.undeploy(ctx, self.broker)
 
 
-class AggregateResultsOperator(SparkSubmitOperator):
-    """spark_jobs/aggregate.py on the run's results, via the project's Spark connection."""
+class BrokerbenchSparkOperator(SparkSubmitOperator):
+    """A brokerbench Spark job (spark_jobs/<script>) through the project's Spark connection.
+
+    The connection must exist: a missing one is an error naming it, never
+    Spark's silent fallback to yarn.
+    """
 
     ui_color = "#ebdef0"
+    script = ""
 
     def __init__(self, *, suite: str, **kwargs: Any):
-        kwargs.setdefault("application", str(pipeline.PROJECT_ROOT / "spark_jobs" / "aggregate.py"))
+        kwargs.setdefault("application", str(pipeline.PROJECT_ROOT / "spark_jobs" / self.script))
         kwargs.setdefault("conn_id", SPARK_CONN_ID)
-        kwargs.setdefault("name", "brokerbench-aggregate")
+        kwargs.setdefault("name", f"brokerbench-{self.script.removesuffix('.py')}")
         super().__init__(**kwargs)
         self.suite = suite
 
-    def execute(self, context: Any) -> Any:
-        ctx = run_context(self.suite, context)
-        log.info("== %s (try %s): spark-submit on %s", self.task_id, context["ti"].try_number, ctx.run_dir)
+    def check_connection(self) -> None:
         try:
             BaseHook.get_connection(self._conn_id)
         except Exception as e:
@@ -149,13 +152,26 @@ class AggregateResultsOperator(SparkSubmitOperator):
                 f"Spark connection {self._conn_id!r} is not defined; brokerbench does not fall back to "
                 f"Spark's default (yarn). Define it, e.g. "
                 f"AIRFLOW_CONN_{self._conn_id.upper()}='{{\"conn_type\":\"spark\",\"host\":\"local[*]\"}}'") from e
+
+    def submit(self, context: Any, args: list[str]) -> Any:
+        self.application_args = args
+        self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, **(self.env_vars or {})}
+        return super().execute(context)
+
+
+class AggregateResultsOperator(BrokerbenchSparkOperator):
+    """spark_jobs/aggregate.py on the run's results."""
+
+    script = "aggregate.py"
+
+    def execute(self, context: Any) -> Any:
+        ctx = run_context(self.suite, context)
+        log.info("== %s (try %s): spark-submit on %s", self.task_id, context["ti"].try_number, ctx.run_dir)
+        self.check_connection()
         with ctx.synced():  # s3:// results: Spark reads and writes the local staging copy
             if not pipeline.has_measurements(ctx):
                 raise AirflowFailException(f"no measured results under {ctx.run_dir / 'raw'}: nothing to aggregate")
-            self.application_args = ["--run-dir", str(ctx.run_dir)]
-            self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                             **(self.env_vars or {})}
-            return super().execute(context)
+            return self.submit(context, ["--run-dir", str(ctx.run_dir)])
 
 
 def _run_type_and_ts(context: Any) -> tuple[str | None, str]:
@@ -170,27 +186,17 @@ def _run_type_and_ts(context: Any) -> tuple[str | None, str]:
     return (str(run_type) if run_type else None), when.astimezone(dt.timezone.utc).isoformat()
 
 
-class HistoryAppendOperator(SparkSubmitOperator):
+class HistoryAppendOperator(BrokerbenchSparkOperator):
     """spark_jobs/history.py: appends the run's summary to the history store (replacing its earlier rows).
 
     Emits the history Asset (outlets), so the comparison DAG runs when new results land.
     """
 
-    ui_color = "#ebdef0"
-
-    def __init__(self, *, suite: str, **kwargs: Any):
-        kwargs.setdefault("application", str(pipeline.PROJECT_ROOT / "spark_jobs" / "history.py"))
-        kwargs.setdefault("conn_id", SPARK_CONN_ID)
-        kwargs.setdefault("name", "brokerbench-history")
-        super().__init__(**kwargs)
-        self.suite = suite
+    script = "history.py"
 
     def execute(self, context: Any) -> Any:
         ctx = run_context(self.suite, context)
-        try:
-            BaseHook.get_connection(self._conn_id)
-        except Exception as e:
-            raise AirflowFailException(f"Spark connection {self._conn_id!r} is not defined") from e
+        self.check_connection()
         with ctx.synced():  # s3:// results: run dir and history/ staged locally around the Spark job
             if not (ctx.run_dir / "summary" / "summary.parquet").exists():
                 raise AirflowFailException(f"no summary under {ctx.run_dir / 'summary'}: nothing to append")
@@ -198,10 +204,7 @@ class HistoryAppendOperator(SparkSubmitOperator):
             pipeline.write_run_meta(ctx, run_type, run_ts)
             root = pipeline.history_root(ctx)
             log.info("== %s: append %s (%s run at %s) to %s", self.task_id, ctx.run_dir, run_type, run_ts, root)
-            self.application_args = ["--history-root", root, "--run-dir", str(ctx.run_dir)]
-            self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                             **(self.env_vars or {})}
-            result = super().execute(context)
+            result = self.submit(context, ["--history-root", root, "--run-dir", str(ctx.run_dir)])
         for outlet in self.outlets or []:
             try:
                 context["outlet_events"][outlet].extra = {"history_root": root, "run_dir": str(ctx.run_dir),
