@@ -72,6 +72,22 @@ class Consumer(ABC):
     def close(self) -> None: ...
 
 
+class FlagPausedConsumer(Consumer):
+    """A consumer whose own polling thread applies pause / resume requests.
+
+    ``pause`` and ``resume`` only set ``_want_paused``; the consumer's thread
+    acts on it between polls (client libraries are not thread-safe).
+    """
+
+    _want_paused = False
+
+    def pause(self) -> None:
+        self._want_paused = True
+
+    def resume(self) -> None:
+        self._want_paused = False
+
+
 class Driver(ABC):
     """One broker client library, configured from an OMB driver dict."""
 

@@ -24,7 +24,7 @@ from importlib.metadata import version
 from confluent_kafka import Consumer as CKConsumer, KafkaException, Producer as CKProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from brokerbench.worker.drivers.base import Consumer, Driver, PayloadHandler, Producer, parse_properties
+from brokerbench.worker.drivers.base import Consumer, FlagPausedConsumer, Driver, PayloadHandler, Producer, parse_properties
 
 log = logging.getLogger("brokerbench.worker")
 
@@ -91,7 +91,7 @@ class _CKProducer(Producer):
         self._p.flush(5)
 
 
-class _CKConsumer(Consumer):
+class _CKConsumer(FlagPausedConsumer):
     def __init__(self, conf: dict[str, Any], topic: str, on_payload: PayloadHandler, paused: bool):
         self.on_payload = on_payload
         self._earliest = conf.get("auto.offset.reset") == "earliest"
@@ -129,12 +129,6 @@ class _CKConsumer(Consumer):
             for m in msgs:
                 if m.error() is None:
                     handle(m.value())
-
-    def pause(self) -> None:
-        self._want_paused = True
-
-    def resume(self) -> None:
-        self._want_paused = False
 
     def close(self) -> None:
         self._stop.set()

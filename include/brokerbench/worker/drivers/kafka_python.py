@@ -11,7 +11,7 @@ from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, Ka
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from brokerbench.worker.drivers.base import Consumer, Driver, PayloadHandler, Producer, parse_properties
+from brokerbench.worker.drivers.base import Consumer, FlagPausedConsumer, Driver, PayloadHandler, Producer, parse_properties
 
 # Java client property -> kafka-python keyword, for the settings that matter.
 _PRODUCER_KEYS = {
@@ -71,7 +71,7 @@ class _KafkaProducer(Producer):
         self._p.close(timeout=5)
 
 
-class _KafkaConsumer(Consumer):
+class _KafkaConsumer(FlagPausedConsumer):
     def __init__(self, consumer: KafkaConsumer, on_payload: PayloadHandler, paused: bool = False):
         self._c = consumer
         self.on_payload = on_payload
@@ -94,12 +94,6 @@ class _KafkaConsumer(Consumer):
                 handle = self.on_payload
                 for r in records:
                     handle(r.value)
-
-    def pause(self) -> None:
-        self._want_paused = True
-
-    def resume(self) -> None:
-        self._want_paused = False
 
     def close(self) -> None:
         self._stop.set()

@@ -24,7 +24,7 @@ from typing import Any
 import pika
 from pika.spec import Basic
 
-from brokerbench.worker.drivers.base import Consumer, Driver, PayloadHandler, Producer
+from brokerbench.worker.drivers.base import Consumer, FlagPausedConsumer, Driver, PayloadHandler, Producer
 
 
 def queue_name(topic: str, subscription: str, partition: int) -> str:
@@ -151,7 +151,7 @@ class _AmqpProducer(Producer):
         self._thread.join(timeout=10)
 
 
-class _AmqpConsumer(Consumer):
+class _AmqpConsumer(FlagPausedConsumer):
     """A blocking connection served by its own thread; pause = cancel the consumers."""
 
     def __init__(self, uri: str, queues: list[str], on_payload: PayloadHandler, auto_ack: bool,
@@ -194,12 +194,6 @@ class _AmqpConsumer(Consumer):
         self.on_payload(body)
         if not self._auto_ack and method.delivery_tag % 100 == 0:
             ch.basic_ack(method.delivery_tag, multiple=True)
-
-    def pause(self) -> None:
-        self._want_paused = True
-
-    def resume(self) -> None:
-        self._want_paused = False
 
     def close(self) -> None:
         self._stop.set()
