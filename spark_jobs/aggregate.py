@@ -409,9 +409,17 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         .groupBy(*COMBO)
         .agg(F.sum("backlog").alias("backlog_end_msgs"))
     )
+    # Rates are per second of load: the span of the intervals in which messages
+    # were sent. The short drain interval after the last send still counts its
+    # acks and receipts, but not its time (it would understate the rate). A
+    # phase that sends nothing (consumer-only) uses its whole span.
+    sending = F.col("sent") > 0
     counters = intervals.groupBy(*COMBO).agg(
         F.countDistinct("index").alias("intervals"),
-        ((F.max("end_ns") - F.min("start_ns")) / 1e9).alias("measured_seconds"),
+        F.coalesce(
+            (F.max(F.when(sending, F.col("end_ns"))) - F.min(F.when(sending, F.col("start_ns")))) / 1e9,
+            (F.max("end_ns") - F.min("start_ns")) / 1e9,
+        ).alias("measured_seconds"),
         F.sum("sent").alias("messages_sent"),
         F.sum("acked").alias("messages_acked"),
         F.sum("received").alias("messages_received"),
