@@ -34,6 +34,30 @@ def series_by_combo(
     return out
 
 
+def _new_chart():
+    """A figure of the report's size with one axes (Agg canvas, no display)."""
+    fig = Figure(figsize=(8.0, 3.6), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _finish(fig, ax, title: str, x_label: str, y_label: str, has_data: bool, legend_loc: str = "best") -> str:
+    """Titles, labels, grid and legend (or "no data"); the chart as base64-encoded PNG."""
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if has_data:
+        ax.legend(fontsize=8, loc=legend_loc)
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 def line_chart_png(
     title: str,
     y_label: str,
@@ -47,28 +71,14 @@ def line_chart_png(
     ``dashed`` series are drawn dashed in the colour of the solid series of
     the same name; the suffixes tell the two apart in the legend.
     """
-    fig = Figure(figsize=(8.0, 3.6), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = _new_chart()
     colours: dict[str, Any] = {}
     for name, x, y in series:
         (line,) = ax.plot(x, y, marker="o", markersize=3, linewidth=1.5, label=name + solid_suffix)
         colours[name] = line.get_color()
     for name, x, y in dashed:
         ax.plot(x, y, linestyle="--", linewidth=1.2, color=colours.get(name), label=name + dashed_suffix)
-    ax.set_title(title, fontsize=11)
-    ax.set_xlabel("time since start of measured phase (s)")
-    ax.set_ylabel(y_label)
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    if series or dashed:
-        ax.legend(fontsize=8, loc="best")
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return _finish(fig, ax, title, "time since start of measured phase (s)", y_label, bool(series or dashed))
 
 
 def percentile_axis(p: float) -> float:
@@ -88,9 +98,7 @@ def quantile_chart_png(title: str, y_label: str, curves: Sequence[tuple[str, dic
     ``curves``: (label, {percentile: value}); the maximum (100) is left out
     (it has no position on this axis).
     """
-    fig = Figure(figsize=(8.0, 3.6), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = _new_chart()
     top = 0.0
     for name, points in curves:
         pts = sorted((p, v) for p, v in points.items() if p < 100 and v is not None)
@@ -102,19 +110,8 @@ def quantile_chart_png(title: str, y_label: str, curves: Sequence[tuple[str, dic
     ticks = [t for t in PERCENTILE_TICKS if percentile_axis(t) <= top + 1e-9] or [0.0]
     ax.set_xticks([percentile_axis(t) for t in ticks])
     ax.set_xticklabels([f"{t:g}" for t in ticks])
-    ax.set_title(title, fontsize=11)
-    ax.set_xlabel("percentile (log scale: each tick one more nine)")
-    ax.set_ylabel(y_label)
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    if curves:
-        ax.legend(fontsize=8, loc="upper left")
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return _finish(fig, ax, title, "percentile (log scale: each tick one more nine)", y_label, bool(curves),
+                   legend_loc="upper left")
 
 
 def trend_chart_png(title: str, y_label: str, series: Sequence[tuple[str, list[str], list[float]]],
@@ -122,9 +119,7 @@ def trend_chart_png(title: str, y_label: str, series: Sequence[tuple[str, list[s
     """Values over runs (x = run date/time text, in order), one line per series (e.g. broker version)."""
     import datetime as _dt
 
-    fig = Figure(figsize=(8.0, 3.6), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = _new_chart()
     for name, xs, ys in series:
         times = []
         for x in xs:
@@ -138,17 +133,6 @@ def trend_chart_png(title: str, y_label: str, series: Sequence[tuple[str, list[s
         pts.sort(key=lambda p: p[0])
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, linewidth=1.5,
                 label=name + (" (this run's track)" if name == highlight else ""))
-    ax.set_title(title, fontsize=11)
-    ax.set_xlabel("run time (UTC)")
-    ax.set_ylabel(y_label)
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
     if series:
-        ax.legend(fontsize=8, loc="best")
         fig.autofmt_xdate()
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return _finish(fig, ax, title, "run time (UTC)", y_label, bool(series))
