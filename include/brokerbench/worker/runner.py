@@ -609,7 +609,7 @@ class _Phase:
                  + (f" | client-bound: {'; '.join(validity['reasons'])}" if validity["client_bound"] else ""))
         if status != "ok":
             raise WorkerError(f"worker {job['worker']} ({job['broker']} at {_where(job['endpoint'])}): {error}")
-        return {**t, "validity": validity, **extra}
+        return {**t, "validity": validity, "load_s": self.load_s, **extra}
 
 
 def run_job(job: dict[str, Any], out_path: str, progress: Callable[[str], None] = print) -> dict[str, Any]:
