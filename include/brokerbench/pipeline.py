@@ -203,7 +203,9 @@ def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
     tag = hashlib.sha1(ctx.run_key.encode()).hexdigest()[:8]
     base = safe_name(f"bb-{tag}-{item.workload.id}-{item.variant}")
     topics = [f"{base}-{t}" for t in range(item.workload.topics)]
-    subs = [f"sub-{s}" for s in range(item.workload.subscriptions_per_topic)]
+    # the tag too: a Kafka consumer group named "sub-0" would otherwise be shared
+    # with every earlier run on the same broker
+    subs = [f"sub-{tag}-{s}" for s in range(item.workload.subscriptions_per_topic)]
     return topics, subs
 
 

@@ -308,11 +308,15 @@ def test_run_workers_relays_progress_and_keeps_partial_results(local_env, tmp_pa
                      "subscriptionsPerTopic": 1, "consumerPerSubscription": 1, "producersPerTopic": 1,
                      "producerRate": 200},
         "driver": load_driver("kafka-latency").to_omb_dict(), "endpoint": ep.to_dict(),
-        "subscriptions": ["sub-0"], "interval_s": 1, "rate_msg_s": 200, "producers_per_topic": 1,
+        "interval_s": 1, "rate_msg_s": 200, "producers_per_topic": 1,
         "consumers_per_subscription": 1, "consumers_in_subscription": 1,
     }
-    quick = {**base, "worker": "localhost-0", "topics": ["bb-rw-quick"], "duration_s": 3}
-    slow = {**base, "worker": "localhost-1", "topics": ["bb-rw-slow"], "duration_s": 300}
+    # separate consumer groups: two workers on different topics in one group would
+    # keep rebalancing each other (tansu), which is not what this test is about
+    quick = {**base, "worker": "localhost-0", "topics": ["bb-rw-quick"], "subscriptions": ["sub-quick"],
+             "duration_s": 3}
+    slow = {**base, "worker": "localhost-1", "topics": ["bb-rw-slow"], "subscriptions": ["sub-slow"],
+            "duration_s": 300}
     prepare_job(quick)
     prepare_job(slow)
     outs = [str(tmp_path / "raw" / "localhost-0.jsonl"), str(tmp_path / "raw" / "localhost-1.jsonl")]

@@ -46,3 +46,19 @@ def test_run_paths_are_safe_for_hadoop_and_s3(tmp_path):
                      {"results_root": str(tmp_path)})
     assert ":" not in ctx.run_key and "+" not in ctx.run_key
     assert ctx.run_dir == tmp_path / "runs" / "brokerbench_smoke" / safe_name(ctx.run_id)
+
+
+def test_topic_and_subscription_names_are_unique_per_run(tmp_path):
+    from types import SimpleNamespace
+
+    from brokerbench.pipeline import _names
+
+    item = SimpleNamespace(variant="fsync-on", workload=SimpleNamespace(id="1-topic-1-partition-100b", topics=2,
+                                                                           subscriptions_per_topic=2))
+    runs = [RunContext("brokerbench_smoke", run_id, "smoke", {"results_root": str(tmp_path)})
+            for run_id in ("scheduled__2026-11-20T00:00:00+00:00", "scheduled__2026-11-21T00:00:00+00:00")]
+    (topics_a, subs_a), (topics_b, subs_b) = (_names(ctx, item) for ctx in runs)
+    assert len(set(topics_a)) == 2 and len(set(subs_a)) == 2
+    # a Kafka consumer group or RabbitMQ queue of one run is never reused by the next
+    assert not set(topics_a) & set(topics_b) and not set(subs_a) & set(subs_b)
+    assert _names(runs[0], item) == (topics_a, subs_a)  # a retried task finds its own names again
