@@ -505,12 +505,16 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
     timeseries = (
         # the phase starts with its earliest interval (workers share one schedule)
         interval_counters.withColumn("phase_start_ns", F.min("start_ns").over(Window.partitionBy(*COMBO)))
+        .withColumn("phase_sent_max", F.max("sent").over(Window.partitionBy(*COMBO)))
         .join(interval_latency, on=interval_keys, how="left")
         .select(
             *COMBO,
             F.col("index").alias("interval_index"),
             ((F.col("start_ns") - F.col("phase_start_ns")) / 1e9).alias("interval_start_s"),
             "interval_seconds",
+            # the short interval after the last send of a phase that sends: acks and
+            # receipts of messages in flight, over a fraction of a second
+            ((F.col("sent") == 0) & (F.col("phase_sent_max") > 0)).alias("drain_interval"),
             "workers",
             interval_rate("acked").alias("publish_rate_msg_s"),
             interval_rate("sent").alias("send_rate_msg_s"),

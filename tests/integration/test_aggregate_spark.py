@@ -210,6 +210,7 @@ def test_timeseries_one_row_per_interval(run):
             assert float(r["publish_rate_msg_s"]) == pytest.approx(counters["acked"] / seconds, rel=1e-12)
             assert float(r["consume_rate_msg_s"]) == pytest.approx(counters["received"] / seconds, rel=1e-12)
             assert int(r["backlog_msgs"]) == counters["backlog"]
+            assert r["drain_interval"] == str(counters["sent"] == 0)  # every interval of these files sends
             pub = LogHistogram.from_values(combo.interval_values(i, "publish_latency_us"))
             e2e = LogHistogram.from_values(combo.interval_values(i, "e2e_latency_us"))
             delay = LogHistogram.from_values(combo.interval_values(i, "publish_delay_us"))

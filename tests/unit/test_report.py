@@ -218,3 +218,17 @@ def test_formatting_helpers():
     assert format_value(0.8151) == "0.815"
     assert format_value(1234.56) == "1,235"
     assert format_value(True) == "yes"
+
+
+def test_time_series_leave_out_the_drain_interval():
+    from brokerbench.report.charts import series_by_combo
+
+    rows = [{"workload": "w", "broker": "kafka", "variant": "v", "interval_start_s": float(i),
+             "publish_rate_msg_s": 1000.0, "drain_interval": False} for i in range(3)]
+    # 0.2 s after the last send: 40 acks of in-flight messages would plot as 200 msg/s
+    rows.append({"workload": "w", "broker": "kafka", "variant": "v", "interval_start_s": 3.0,
+                 "publish_rate_msg_s": 200.0, "drain_interval": True})
+    rows.append({"workload": "other", "broker": "kafka", "variant": "v", "interval_start_s": 0.0,
+                 "publish_rate_msg_s": 5.0, "drain_interval": False})
+    series = series_by_combo(rows, "w", "publish_rate_msg_s", lambda r: f"{r['broker']} {r['variant']}")
+    assert series == [("kafka v", [0.0, 1.0, 2.0], [1000.0, 1000.0, 1000.0])]

@@ -18,10 +18,15 @@ def series_by_combo(
     column: str,
     label: Callable[[dict[str, Any]], str],
 ) -> list[Series]:
-    """One series per broker x variant (x driver) of one workload, sorted by time."""
+    """One series per broker x variant (x driver) of one workload, sorted by time.
+
+    Drain intervals (a fraction of a second after the last send, with the
+    in-flight messages only) are left out: a rate or percentile over them
+    would be a point of a different kind.
+    """
     groups: dict[str, list[tuple[float, float]]] = {}
     for row in timeseries:
-        if row.get("workload") != workload:
+        if row.get("workload") != workload or row.get("drain_interval") is True:
             continue
         x, y = row.get("interval_start_s"), row.get(column)
         if not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or isinstance(y, bool):
