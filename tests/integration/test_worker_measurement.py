@@ -253,3 +253,33 @@ def test_broker_killed_mid_phase_gives_a_clear_error_and_keeps_intervals(local_e
     intervals = [r for r in recs if r["record"] == "interval"]
     assert len(intervals) >= 3 and sum(r["acked"] for r in intervals[:3]) > 2000
     assert recs[-1]["record"] == "end" and recs[-1]["status"] == "error" and recs[-1]["error"]
+
+
+# -- RabbitMQ exchange types ------------------------------------------------------------
+
+def test_rabbitmq_exchange_types_route_every_message_once(local_env, tmp_path):
+    import pika
+    from pika.exceptions import ChannelClosedByBroker
+
+    ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
+    for exchange, partitions in (("TOPIC", 4), ("FANOUT", 1)):
+        job = make_job("rabbitmq", ep, "pika", rate=500, duration_s=2, workload={"partitionsPerTopic": partitions})
+        job["driver"] = {**DRIVER["rabbitmq"], "exchangeType": exchange}
+        prepare_job(job)
+        res = run_job(job, str(tmp_path / f"{exchange}.jsonl"), progress=lambda s: None)
+        # every message reaches the subscription exactly once, over all its partition queues
+        assert res["sent"] == res["acked"] == res["received"] == 1000, (exchange, res)
+        conn = pika.BlockingConnection(pika.URLParameters(ep["amqp_uris"][0]))
+        try:
+            ch = conn.channel()
+            ch.exchange_declare(job["topics"][0], exchange_type=exchange.lower())  # the same: accepted
+            with pytest.raises(ChannelClosedByBroker, match="inequivalent arg 'type'"):
+                conn.channel().exchange_declare(job["topics"][0], exchange_type="direct")
+        finally:
+            conn.close()
+
+    # fanout copies every message to every queue: more than one partition is refused by name
+    job = make_job("rabbitmq", ep, "pika", rate=500, duration_s=2, workload={"partitionsPerTopic": 2})
+    job["driver"] = {**DRIVER["rabbitmq"], "exchangeType": "FANOUT"}
+    with pytest.raises(ValueError, match="exchangeType FANOUT .* partitionsPerTopic 1"):
+        prepare_job(job)

@@ -257,6 +257,7 @@ def test_explicit_broker_key_for_a_custom_driver_class(tmp_path):
     (f"name: d\ndriverClass: {PULSAR_CLASS}\nclient: {{persistence: {{ackQuorum: 4}}}}\n",
      "client.persistence.ackQuorum", "must be <= writeQuorum (3)"),
     ("name: d\ndriverClass: x.RabbitMqBenchmarkDriver\nqueueType: LAZY\n", "queueType", "must be one of"),
+    ("name: d\ndriverClass: x.RabbitMqBenchmarkDriver\nexchangeType: headers\n", "exchangeType", "must be one of"),
     ("name: d\ndriverClass: x.RabbitMqBenchmarkDriver\namqpUris: [http://h]\n", "amqpUris", "amqp://"),
 ])
 def test_bad_driver_names_file_and_field(tmp_path, text, field, message):
@@ -497,3 +498,17 @@ def test_workload_kind_and_sweep_rates_are_brokerbench_extensions(tmp_path):
     with _pytest.raises(SpecError) as e:
         load_workload(str(bad))
     assert e.value.field == "sweepRatesMsgS"
+
+
+def test_a_fanout_exchange_with_several_partitions_is_refused_before_the_run(tmp_path):
+    driver = write(tmp_path / "rabbitmq-fanout.yaml",
+                   "name: rabbitmq-fanout\ndriverClass: x.RabbitMqBenchmarkDriver\nexchangeType: fanout\n")
+    assert load_driver(driver).exchange_type == "FANOUT"
+    suite = load_suite(write(tmp_path / "s.yaml", f"name: t\nworkloads: [smoke-1-topic-1-partition-100b]\n"
+                                                  f"brokers: {{rabbitmq: {driver}}}\nvariants: [fsync-off]\n"))
+    assert [i.driver.exchange_type for i in build_plan(suite).items] == ["FANOUT"]  # one partition: fine
+    with pytest.raises(SpecError) as err:
+        build_plan(suite, {"workloads": ["latency-1-topic-16-partitions-100b"]})
+    assert err.value.field == "brokers.rabbitmq" and "partitionsPerTopic 1" in str(err.value)
+    assert "has 16" in str(err.value)
+    assert load_driver("rabbitmq-default").exchange_type == "DIRECT"

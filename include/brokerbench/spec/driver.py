@@ -144,8 +144,7 @@ class DriverSpec(BaseModel):
     amqp_uris: list[str] | None = Field(default=None, alias="amqpUris", min_length=1)
     message_persistence: bool | None = Field(default=None, alias="messagePersistence")
     queue_type: Literal["CLASSIC", "QUORUM", "STREAM"] | None = Field(default=None, alias="queueType")
-    exchange_type: Literal["DIRECT", "TOPIC", "FANOUT", "HEADERS"] | None = Field(
-        default=None, alias="exchangeType")
+    exchange_type: Literal["DIRECT", "TOPIC", "FANOUT"] | None = Field(default=None, alias="exchangeType")
 
     @field_validator("topic_config", "common_config", "producer_config", "consumer_config", mode="before")
     @classmethod
@@ -211,6 +210,8 @@ class DriverSpec(BaseModel):
             self.message_persistence = False
         if self.queue_type is None:
             self.queue_type = "CLASSIC"
+        if self.exchange_type is None:
+            self.exchange_type = "DIRECT"
 
     @model_serializer(mode="wrap")
     def _drop_other_brokers(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

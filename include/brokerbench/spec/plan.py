@@ -178,6 +178,11 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
             section = variant.for_broker(broker)
             applied = apply_variant(driver, variant)
             for workload in resolved:
+                if applied.exchange_type == "FANOUT" and workload.partitions_per_topic != 1:
+                    raise SpecError(f"driver {suite.brokers[broker]!r} has exchangeType FANOUT, which sends every "
+                                    f"message to every queue, so it needs partitionsPerTopic 1; workload "
+                                    f"{workload.id!r} has {workload.partitions_per_topic} (use DIRECT or TOPIC)",
+                                    file=file, field=f"brokers.{broker}")
                 items.append(PlanItem(
                     workload=workload, driver=applied, broker=broker, variant=variant.name,
                     variant_description=variant.description, durability_level=variant.durability_level,

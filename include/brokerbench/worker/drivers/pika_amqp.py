@@ -1,10 +1,16 @@
 """RabbitMQ (AMQP 0-9-1) through pika.
 
-Topology (Confluent's mapping of OMB onto RabbitMQ): one direct exchange per
-topic; for every subscription one queue per partition, bound with the
-partition number as routing key. A producer spreads messages over the
-partitions' routing keys (by key when the workload has keys, round robin
-otherwise); consumers of a subscription share its queues.
+Topology (Confluent's mapping of OMB onto RabbitMQ): one exchange per topic;
+for every subscription one queue per partition, bound with the partition
+number as routing key. A producer spreads messages over the partitions'
+routing keys (by key when the workload has keys, round robin otherwise);
+consumers of a subscription share its queues.
+
+The driver setting ``exchangeType`` picks the exchange: DIRECT (default, exact
+routing-key match), TOPIC (the same bindings through the topic exchange's
+pattern matching, which costs the broker more: Confluent measured both) or
+FANOUT (every bound queue gets every message, so only with one partition per
+topic: one queue per subscription, OMB's original RabbitMQ topology).
 
 Publishing uses an asynchronous connection with publisher confirms: publish
 latency is the time from handing the message over to the broker's confirm.
@@ -29,6 +35,20 @@ from brokerbench.worker.drivers.base import Consumer, FlagPausedConsumer, Driver
 
 def queue_name(topic: str, subscription: str, partition: int) -> str:
     return f"{topic}.{subscription}.{partition}"
+
+
+EXCHANGE_TYPES = ("DIRECT", "TOPIC", "FANOUT")
+
+
+def exchange_type(driver: dict[str, Any], partitions: int) -> str:
+    """The driver's exchangeType as pika names it; FANOUT needs one partition."""
+    et = str(driver.get("exchangeType") or "DIRECT").upper()
+    if et not in EXCHANGE_TYPES:
+        raise ValueError(f"exchangeType {et!r} is not one of {', '.join(EXCHANGE_TYPES)}")
+    if et == "FANOUT" and partitions != 1:
+        raise ValueError(f"exchangeType FANOUT sends every message to every queue: it needs partitionsPerTopic 1 "
+                         f"(got {partitions}); use DIRECT or TOPIC to spread messages over partitions")
+    return et.lower()
 
 
 def queue_arguments(queue_type: str) -> dict[str, Any]:
@@ -227,8 +247,9 @@ class PikaDriver(Driver):
             ch = conn.channel()
             durable = self.persistent or self.queue_type != "CLASSIC"
             args = queue_arguments(self.queue_type)
+            kind = exchange_type(self.driver, partitions)
             for t in topics:
-                ch.exchange_declare(t, exchange_type="direct", durable=durable)
+                ch.exchange_declare(t, exchange_type=kind, durable=durable)
                 for s in subscriptions:
                     for p in range(partitions):
                         q = queue_name(t, s, p)
