@@ -26,7 +26,10 @@ COPY --chown=airflow:root include/ include/
 COPY --chown=airflow:root spark_jobs/ spark_jobs/
 COPY --chown=airflow:root dags/ dags/
 COPY --chown=airflow:root plugins/ plugins/
-RUN pip install --no-cache-dir --no-deps -e .
+# setuptools and wheel: the aws environment builds the brokerbench wheel it
+# installs on the fleet hosts from this tree (pip wheel --no-build-isolation)
+RUN pip install --no-cache-dir --no-deps -e . \
+ && pip install --no-cache-dir "setuptools>=68" wheel
 
 ENV AIRFLOW__CORE__DAGS_FOLDER=/opt/brokerbench/dags \
     AIRFLOW__CORE__PLUGINS_FOLDER=/opt/brokerbench/plugins \

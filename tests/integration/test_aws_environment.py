@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from aws_fixtures import aws_settings, ec2_client, instances_in_state, moto_server, sshd  # noqa: F401,E402
+from aws_fixtures import (  # noqa: F401,E402
+    aws_settings, ec2_client, instances_in_state, moto_ami, moto_server, sshd)
 
 RUN = "brokerbench_test/manual__aws"
 
@@ -130,6 +131,46 @@ def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, ss
     assert instances_in_state(moto_server, "running", "t/full") == []
 
 
+def test_host_setup_installs_the_controllers_package_once_and_again_when_stale(moto_server, sshd, tmp_path):
+    """remote_python unset: the client host gets <remote_dir>/venv with the wheel built from this tree."""
+    import subprocess
+
+    venv = tmp_path / "remote" / "venv"
+    env = make_env(moto_server, sshd, tmp_path, run_key="t/install", remote_python=None)
+    try:
+        env.provision()
+        client = next(h for h in env.setup_hosts()["hosts"] if h["role"] == "client")
+        install = client["agent"]["install"]
+        assert install["installed"] is True and install["origin"].startswith("built from ")
+        assert client["agent"]["python_path"] == str(venv / "bin" / "python")
+        assert client["agent"]["brokerbench_version"] == "0.1.0"
+        # a copy in the venv, with the worker's client libraries, not this source tree
+        probe = subprocess.run(
+            [str(venv / "bin" / "python"), "-c",
+             "import brokerbench, brokerbench.worker.runner, kafka, confluent_kafka, pulsar, pika; "
+             "print(brokerbench.__file__)"], capture_output=True, text=True, timeout=120)
+        assert probe.returncode == 0, probe.stderr
+        assert probe.stdout.strip().startswith(str(venv / "lib"))
+        package_id = (venv / "brokerbench-package.id").read_text().strip()
+        assert package_id == install["package_id"]
+
+        # a retried host setup (new object): same package id, nothing installed
+        again = make_env(moto_server, sshd, tmp_path, run_key="t/install", remote_python=None)
+        client = next(h for h in again.setup_hosts()["hosts"] if h["role"] == "client")
+        assert client["agent"]["install"] == {"installed": False, "package_id": package_id,
+                                              "reason": "already installed"}
+
+        # a host holding another build is brought up to this one
+        (venv / "brokerbench-package.id").write_text("0" * 64 + "\n")
+        client = next(h for h in make_env(moto_server, sshd, tmp_path, run_key="t/install",
+                                          remote_python=None).setup_hosts()["hosts"] if h["role"] == "client")
+        assert client["agent"]["install"]["installed"] is True
+        assert (venv / "brokerbench-package.id").read_text().strip() == package_id
+    finally:
+        record = env.teardown()
+    assert record["remaining"] == []
+
+
 def _kafka_job(endpoint: dict) -> dict:
     from brokerbench.spec import load_driver, load_workload
 
@@ -160,3 +201,4 @@ def test_local_environment_samples_host_metrics_the_same_way(tmp_path):
     finally:
         record = env.teardown()
     assert record["remaining"] == []
+

@@ -73,7 +73,10 @@ def test_kafka_modes_by_version():
 @pytest.mark.parametrize("template, values", [
     ("host-setup.sh.j2", {"data_dir": "/data", "remote_dir": "/opt/brokerbench", "time_server": "169.254.169.123"}),
     ("user-data.sh.j2", {"max_lifetime_minutes": 240, "run_key": "d/r"}),
-    ("install-worker.sh.j2", {"remote_dir": "/opt/brokerbench", "wheel": "/opt/brokerbench/brokerbench.whl"}),
+    ("install-worker.sh.j2", {"remote_dir": "/opt/brokerbench", "wheel": "/opt/brokerbench/brokerbench.whl",
+                              "package_id": "ab" * 32, "pip_args": ""}),
+    ("install-worker.sh.j2", {"remote_dir": "/opt/brokerbench", "wheel": "/opt/brokerbench/brokerbench.whl",
+                              "package_id": "ab" * 32, "pip_args": "--index-url 'https://pypi.example/simple'"}),
 ])
 def test_host_scripts_pass_shellcheck(tmp_path, template, values):
     shellcheck(tmp_path, template.replace(".j2", ""), aws.render(template, **values))

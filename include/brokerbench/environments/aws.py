@@ -25,11 +25,13 @@ Settings (suite ``environmentSettings``, run params override some): see
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shlex
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,11 @@ DEFAULTS: dict[str, Any] = {
     "prices_usd_per_hour": {},
     "deploy_mode": "install",              # install | local
     "remote_dir": "/opt/brokerbench",
-    "remote_python": None,                 # None: <remote_dir>/venv/bin/python
+    "remote_python": None,                 # None: <remote_dir>/venv/bin/python, installed by host setup
+    "worker_install": "auto",              # auto: install the controller's brokerbench where missing or stale
+                                           # (only with remote_python None); never: only check it is there
+    "worker_wheel": None,                  # None: build the wheel from the controller's source tree
+    "worker_pip_args": [],                 # extra pip arguments on the hosts, e.g. ["--index-url", "..."]
     "ssh_host_override": None,             # bastion / tests: connect here instead of the instance address
     "ssh_port": None,
     "host_changes": None,                  # format disks, chrony, tuned, drop caches; None: not with an override
@@ -112,6 +118,15 @@ class AwsEnvironment(Environment):
         self.host_changes = bool(s["host_changes"]) if s.get("host_changes") is not None else not self.override
         self.remote_dir = s["remote_dir"].rstrip("/")
         self.remote_python = s.get("remote_python") or f"{self.remote_dir}/venv/bin/python"
+        if s["worker_install"] not in ("auto", "never"):
+            raise EnvironmentError_(f"setting worker_install: {s['worker_install']!r} is not one of 'auto', 'never'")
+        if not isinstance(s["worker_pip_args"], list) or not all(isinstance(a, str) for a in s["worker_pip_args"]):
+            raise EnvironmentError_(f"setting worker_pip_args: expected a list of strings, got "
+                                    f"{s['worker_pip_args']!r}")
+        # brokerbench installs its package only into the venv it owns, never into a given Python
+        self.installs_worker = s["worker_install"] == "auto" and not s.get("remote_python")
+        # with ssh_host_override every "host" is one machine: one install at a time into its venv
+        self._install_lock = threading.Lock() if self.override else contextlib.nullcontext()
         self.tag = aws_fleet.run_hash(run_key)
         self._hosts: list[SshHost] | None = None
 
@@ -251,16 +266,39 @@ class AwsEnvironment(Environment):
 
     # -- host setup ----------------------------------------------------------------------
     def setup_hosts(self) -> dict[str, Any]:
-        records = []
-        for host in self.hosts():
-            records.append(self._setup_host(host))
+        package = None
+        if self.installs_worker and any(self._needs_agent(h) for h in self.hosts()):
+            from .worker_package import worker_package
+
+            package = worker_package(self.settings.get("worker_wheel"), self.state_dir / "wheels")
+            log.info("worker package: %s (%s, id %s)", package.wheel.name, package.origin, package.package_id[:12])
+        # hosts in parallel: chrony's wait, the disk baseline and the install take minutes each
+        hosts = self.hosts()
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(hosts))), thread_name_prefix="host-setup") as pool:
+            futures = [pool.submit(self._setup_host, host, package) for host in hosts]
+        records, failures = [], []
+        for host, future in zip(hosts, futures):
+            try:
+                records.append(future.result())
+            except Exception as e:  # noqa: BLE001 - every host's failure is reported, the first raised
+                failures.append(e)
+                log.error("[%s] host setup failed: %s", host.name, e)
+        if failures:
+            raise failures[0]
         result = {"environment": self.name, "host_changes": self.host_changes, "hosts": records}
         _write(self.state_dir / "hosts.json", result)
         return result
 
-    def _setup_host(self, host: SshHost) -> dict[str, Any]:
+    def _needs_agent(self, host: SshHost) -> bool:
+        return self.settings["deploy_mode"] == "install" or host.role == "client"
+
+    def _setup_host(self, host: SshHost, package: Any = None) -> dict[str, Any]:
         hd = self.host_dir(host)
         rec: dict[str, Any] = {"name": host.name, "role": host.role}
+        # brokerbench's directory, owned by the SSH user (who uploads files into it)
+        rd = shlex.quote(self.remote_dir)
+        if not host.sudo(f'mkdir -p {rd} && if [ -n "${{SUDO_USER:-}}" ]; then chown "$SUDO_USER:" {rd}; fi').ok:
+            host.run(f"mkdir -p {rd}")
         script = render("host-setup.sh.j2", data_dir="/data", remote_dir=self.remote_dir,
                         time_server="169.254.169.123")
         host.put_text(script, f"{hd}/host-setup.sh", 0o755)
@@ -287,16 +325,52 @@ class AwsEnvironment(Environment):
         rec["disk"] = (hostsetup.disk_baseline(host, data, size_mb=size) if size > 0
                        else {"note": "disk baseline skipped (disk_baseline_mb = 0)"})
         rec["description"] = hostsetup.describe_host(host)
-        if self.settings["deploy_mode"] == "install" or host.role == "client":
+        if self._needs_agent(host):
+            installed = self._install_worker(host, package) if package is not None else None
             rec["agent"] = self._check_agent(host)
+            if installed is not None:
+                rec["agent"]["install"] = installed
         return rec
+
+    def _install_worker(self, host: SshHost, package: Any) -> dict[str, Any]:
+        """Install ``package`` into <remote_dir>/venv unless the host already has that package id."""
+        with self._install_lock:
+            return self._install_worker_now(host, package)
+
+    def _install_worker_now(self, host: SshHost, package: Any) -> dict[str, Any]:
+        venv = f"{self.remote_dir}/venv"
+        current = host.run(f"cat {shlex.quote(venv + '/brokerbench-package.id')} 2>/dev/null").stdout.strip()
+        if current == package.package_id:
+            log.info("[%s] brokerbench %s already installed in %s", host.name, package.package_id[:12], venv)
+            return {"installed": False, "package_id": package.package_id, "reason": "already installed"}
+        started = time.monotonic()
+        log.info("[%s] installing brokerbench (%s, id %s) into %s%s", host.name, package.wheel.name,
+                 package.package_id[:12], venv, f" (replacing {current[:12]})" if current else "")
+        wheel = f"{self.remote_dir}/wheels/{package.wheel.name}"
+        host.put_file(str(package.wheel), wheel)
+        script = f"{self.host_dir(host)}/install-worker.sh"
+        host.put_text(render("install-worker.sh.j2", remote_dir=self.remote_dir, wheel=wheel,
+                             package_id=package.package_id,
+                             pip_args=" ".join(shlex.quote(a) for a in self.settings["worker_pip_args"])),
+                      script, 0o755)
+        res = host.sudo(f"bash {shlex.quote(script)}", timeout=900)
+        if not res.ok:
+            raise EnvironmentError_(f"installing the brokerbench package failed (exit {res.returncode}): "
+                                    f"{(res.stderr + res.stdout).strip()[-800:]}", host.name)
+        elapsed = time.monotonic() - started
+        log.info("[%s] brokerbench installed in %.1f s", host.name, elapsed)
+        return {"installed": True, "package_id": package.package_id, "wheel": package.wheel.name,
+                "origin": package.origin, "seconds": round(elapsed, 1),
+                "output": res.stdout.strip()[-600:]}
 
     def _check_agent(self, host: SshHost) -> dict[str, Any]:
         res = host.run(f"{shlex.quote(self.remote_python)} -c 'import brokerbench, sys; "
                        f"print(brokerbench.__version__, sys.version.split()[0])'", timeout=60)
         if not res.ok:
-            raise EnvironmentError_(f"the brokerbench package is not installed at {self.remote_python} "
-                                    f"(install-worker.sh): {(res.stderr or res.stdout).strip()[-400:]}", host.name)
+            how = ("the install did not take" if self.installs_worker else
+                   "leave remote_python unset and worker_install 'auto' to have host setup install it")
+            raise EnvironmentError_(f"the brokerbench package does not import with {self.remote_python} ({how}): "
+                                    f"{(res.stderr or res.stdout).strip()[-400:]}", host.name)
         version, py = (res.stdout.split() + ["?", "?"])[:2]
         return {"brokerbench_version": version, "python": py, "python_path": self.remote_python}
 
