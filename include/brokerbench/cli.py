@@ -5,6 +5,8 @@
     brokerbench bench --suite smoke [--conf JSON]
                                           run the suite's DAG once (airflow dags test)
                                           and print the summary and the report's path
+    brokerbench aws-sweep [--dry-run]     terminate brokerbench EC2 instances of any run
+                                          past their lifetime (brokerbench_aws_sweeper DAG)
 """
 
 from __future__ import annotations
@@ -115,6 +117,17 @@ def _cmd_bench(args) -> int:
     return rc
 
 
+def _cmd_aws_sweep(args) -> int:
+    import logging
+
+    from brokerbench.environments.aws_fleet import sweep_expired
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    record = sweep_expired(args.aws_conn_id, args.region or None, args.grace_minutes, args.dry_run)
+    print(json.dumps(record, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="brokerbench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -128,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     p_bench.add_argument("--conf", help="params as JSON, e.g. '{\"brokers\": [\"rabbitmq\"]}'")
     p_bench.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output")
     p_bench.set_defaults(fn=_cmd_bench)
+    p_sweep = sub.add_parser("aws-sweep", help="terminate brokerbench EC2 instances past their lifetime "
+                                               "(what the brokerbench_aws_sweeper DAG runs hourly)")
+    p_sweep.add_argument("--aws-conn-id", default="brokerbench_aws", help="Airflow connection of the account")
+    p_sweep.add_argument("--region", help="region (default: the connection's)")
+    p_sweep.add_argument("--grace-minutes", type=float, default=15.0,
+                         help="minutes past the brokerbench:expires-at tag before terminating (default 15)")
+    p_sweep.add_argument("--dry-run", action="store_true", help="only list what would be terminated")
+    p_sweep.set_defaults(fn=_cmd_aws_sweep)
     args = ap.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return args.fn(args)

@@ -187,6 +187,34 @@ def build_compare_dag() -> DAG:
     return dag
 
 
+def build_sweeper_dag() -> DAG:
+    """brokerbench_aws_sweeper: hourly, terminates instances of any run past their lifetime (paused at first)."""
+    from brokerbench.operators import SweepExpiredInstancesOperator
+
+    with DAG(
+        dag_id="brokerbench_aws_sweeper",
+        description="Terminate brokerbench EC2 instances that outlived their run's maximum lifetime",
+        schedule="@hourly",
+        start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=True,  # unpause where the aws environment is used
+        default_args={**DEFAULT_ARGS, "retries": 0},
+        params={
+            "aws_conn_id": Param("brokerbench_aws", type="string", minLength=1,
+                                 description="Airflow connection (type aws) of the account to sweep"),
+            "region_name": Param("", type="string", description="Region (empty = the connection's)"),
+            "grace_minutes": Param(15, type="number", minimum=0,
+                                   description="Minutes past an instance's brokerbench:expires-at tag before it "
+                                               "is terminated"),
+            "dry_run": Param(False, type="boolean", description="Only list what would be terminated"),
+        },
+        tags=["brokerbench", "aws"],
+    ) as dag:
+        SweepExpiredInstancesOperator(task_id="sweep_expired_instances")
+    return dag
+
+
 def build_all_dags() -> dict[str, DAG]:
     """One DAG per suite file; a broken suite file is reported, not hidden."""
     from brokerbench.spec import list_suites

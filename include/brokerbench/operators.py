@@ -259,6 +259,19 @@ class CompareOperator(BaseOperator):
                                 params.get("brokers") or None)
 
 
+class SweepExpiredInstancesOperator(BaseOperator):
+    """Terminates brokerbench EC2 instances of any run that outlived their maximum lifetime."""
+
+    ui_color = "#fadbd8"
+
+    def execute(self, context: Any) -> Any:
+        from brokerbench.environments.aws_fleet import sweep_expired
+
+        p = dict(context["params"] or {})
+        return sweep_expired(p["aws_conn_id"], p.get("region_name") or None, float(p["grace_minutes"]),
+                             bool(p["dry_run"]))
+
+
 class ReportLink(BaseOperatorLink):
     """The "Report" button of the report task: the report.html it wrote."""
 

@@ -202,3 +202,42 @@ def test_local_environment_samples_host_metrics_the_same_way(tmp_path):
         record = env.teardown()
     assert record["remaining"] == []
 
+
+def test_sweeper_terminates_only_brokerbench_instances_past_their_lifetime(moto_server):
+    import datetime as dt
+
+    from brokerbench.environments.aws_fleet import sweep_expired
+
+    ec2 = ec2_client(moto_server)
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def launch(run: str | None, expires: dt.datetime | None) -> str:
+        tags = [{"Key": "Name", "Value": f"sweep-{run}"}]
+        if run:
+            tags.append({"Key": "brokerbench:run", "Value": run})
+        if expires:
+            tags.append({"Key": "brokerbench:expires-at", "Value": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
+        return ec2.run_instances(ImageId=moto_ami(moto_server), InstanceType="t3.micro", MinCount=1, MaxCount=1,
+                                 TagSpecifications=[{"ResourceType": "instance", "Tags": tags}]
+                                 )["Instances"][0]["InstanceId"]
+
+    expired = launch("t/sweep-old", now - dt.timedelta(hours=2))
+    in_grace = launch("t/sweep-grace", now - dt.timedelta(minutes=5))
+    alive = launch("t/sweep-new", now + dt.timedelta(hours=2))
+    no_expiry = launch("t/sweep-untagged", None)
+    foreign = launch(None, now - dt.timedelta(days=3))  # not brokerbench's: never listed
+    ours = {expired, in_grace, alive, no_expiry}
+
+    dry = sweep_expired("brokerbench_aws", dry_run=True)
+    assert [e["instance_id"] for e in dry["expired"]] == [expired] and dry["terminated"] == []
+    assert set(instances_in_state(moto_server, "running")) >= ours | {foreign}
+
+    record = sweep_expired("brokerbench_aws", grace_minutes=15)
+    assert record["terminated"] == [expired]
+    assert {e["instance_id"] for e in record["within_lifetime"]} >= {in_grace, alive}
+    assert no_expiry in {e["instance_id"] for e in record["without_expiry_tag"]}
+    assert not {e["instance_id"] for e in record["expired"] + record["within_lifetime"]
+                + record["without_expiry_tag"]} & {foreign}
+    running = set(instances_in_state(moto_server, "running"))
+    assert expired not in running and {in_grace, alive, no_expiry, foreign} <= running
+    ec2.terminate_instances(InstanceIds=[in_grace, alive, no_expiry, foreign])

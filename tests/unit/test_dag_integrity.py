@@ -122,3 +122,25 @@ def test_compare_dag_runs_on_the_history_asset():
     for dag_id, suite_dag in DAGS.items():
         history = suite_dag.get_task("analysis.history")
         assert HISTORY_ASSET in history.outlets, dag_id
+
+
+def test_aws_sweeper_dag_is_hourly_paused_at_first_and_light_to_parse():
+    import runpy
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    code = ("import runpy, sys; g = runpy.run_path('dags/brokerbench_aws_sweeper.py'); "
+            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=str(root))
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    dag = runpy.run_path(str(root / "dags" / "brokerbench_aws_sweeper.py"))["brokerbench_aws_sweeper"]
+    dag.validate()
+    assert dag.is_paused_upon_creation is True and dag.catchup is False and dag.max_active_runs == 1
+    assert [t.task_id for t in dag.tasks] == ["sweep_expired_instances"]
+    from airflow.sdk.definitions.param import ParamsDict
+
+    defaults = ParamsDict(dag.params).validate()
+    assert defaults == {"aws_conn_id": "brokerbench_aws", "region_name": "", "grace_minutes": 15, "dry_run": False}
+    bad = ParamsDict(dag.params)
+    with pytest.raises(Exception, match="grace_minutes"):
+        bad.update({"grace_minutes": -1})

@@ -275,3 +275,49 @@ def host_record(inst: dict[str, Any]) -> dict[str, Any]:
             "private_ip": inst.get("PrivateIpAddress"), "public_ip": inst.get("PublicIpAddress"),
             "availability_zone": inst.get("Placement", {}).get("AvailabilityZone"),
             "image_id": inst.get("ImageId"), "expires_at": tags.get(EXPIRES_TAG)}
+
+
+def sweep_expired(aws_conn_id: str, region_name: str | None = None, grace_minutes: float = 15.0,
+                  dry_run: bool = False, now: dt.datetime | None = None) -> dict[str, Any]:
+    """Terminate every brokerbench instance, of any run, past its maximum lifetime.
+
+    The last layer of "teardown cannot leak": an instance whose
+    ``brokerbench:expires-at`` tag lies more than ``grace_minutes`` in the past
+    outlived both its run's teardown task and its own scheduled shutdown
+    (a user-data failure, a stopped instance). Instances without the tag are
+    reported, never touched; instances of other owners are never listed.
+    """
+    from airflow.providers.amazon.aws.hooks.ec2 import EC2Hook
+
+    hook = EC2Hook(aws_conn_id=aws_conn_id, region_name=region_name, api_type="client_type")
+    now = now or dt.datetime.now(dt.timezone.utc)
+    cutoff = now - dt.timedelta(minutes=grace_minutes)
+    filters = [{"Name": "tag-key", "Values": [RUN_TAG]}, {"Name": "instance-state-name", "Values": LIVE_STATES}]
+    expired, alive, untagged = [], [], []
+    for page in hook.conn.get_paginator("describe_instances").paginate(Filters=filters):
+        for r in page["Reservations"]:
+            for inst in r["Instances"]:
+                tags = _tags(inst)
+                entry = {"instance_id": inst["InstanceId"], "run": tags.get(RUN_TAG),
+                         "state": inst["State"]["Name"], "expires_at": tags.get(EXPIRES_TAG)}
+                try:
+                    expires = dt.datetime.strptime(tags[EXPIRES_TAG], "%Y-%m-%dT%H:%M:%SZ").replace(
+                        tzinfo=dt.timezone.utc)
+                except (KeyError, ValueError):
+                    untagged.append(entry)
+                    continue
+                (expired if expires < cutoff else alive).append(entry)
+    ids = [e["instance_id"] for e in expired]
+    for e in expired:
+        log.warning("%s of run %s expired at %s (%s): %s", e["instance_id"], e["run"], e["expires_at"], e["state"],
+                    "would terminate (dry run)" if dry_run else "terminating")
+    for e in untagged:
+        log.warning("%s of run %s has no valid %s tag: left alone", e["instance_id"], e["run"], EXPIRES_TAG)
+    if ids and not dry_run:
+        for chunk in range(0, len(ids), 500):
+            hook.terminate_instances(instance_ids=ids[chunk:chunk + 500])
+    log.info("sweep: %d expired instance(s) %s, %d within their lifetime, %d without expiry tag",
+             len(ids), "found (dry run)" if dry_run else "terminated", len(alive), len(untagged))
+    return {"checked_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "grace_minutes": grace_minutes, "dry_run": dry_run,
+            "expired": expired, "terminated": [] if dry_run else ids, "within_lifetime": alive,
+            "without_expiry_tag": untagged}
