@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import tempfile
 import time
@@ -42,6 +41,18 @@ def brokers(names, state_dir: str | None = None):
         yield eps
     finally:
         env.teardown()
+
+
+@contextlib.contextmanager
+def driver_brokers(drivers: str, state_dir: str | None = None):
+    """For a comma-separated list of client libraries, start the brokers they need and
+    yield [(library, broker, endpoint dict)] in the order given."""
+    libs = [lib.strip() for lib in drivers.split(",") if lib.strip()]
+    unknown = [lib for lib in libs if lib not in DRIVERS]
+    if unknown:
+        raise SystemExit(f"--drivers: unknown {', '.join(unknown)} (known: {', '.join(DRIVERS)})")
+    with brokers([DRIVERS[lib] for lib in libs], state_dir) as eps:
+        yield [(lib, DRIVERS[lib], eps[DRIVERS[lib]]) for lib in libs]
 
 
 def job(broker: str, endpoint: dict, library: str, *, rate: float, duration_s: float, kind: str | None = None,

@@ -23,7 +23,7 @@ import tempfile
 import time
 import uuid
 
-from _common import DRIVER_CONFIG, DRIVERS, brokers, job
+from _common import driver_brokers, job
 
 from brokerbench.histogram import LogHistogram
 from brokerbench.worker.runner import prepare_job, run_job
@@ -98,11 +98,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--drivers", default="confluent-kafka,pulsar-client,pika")
     args = ap.parse_args()
-    libs = args.drivers.split(",")
-    with brokers([DRIVERS[l] for l in libs]) as eps:
-        for lib in libs:
-            broker = DRIVERS[lib]
-            ep = eps[broker]
+    with driver_brokers(args.drivers) as targets:
+        for lib, broker, ep in targets:
             topic = f"ovh-{uuid.uuid4().hex[:8]}"
             j = job(broker, ep, lib, rate=args.rate, duration_s=args.seconds, topic=topic, interval_s=1,
                     kind="latency")

@@ -24,11 +24,10 @@ import argparse
 import json
 import os
 import tempfile
-import threading
 import time
 import uuid
 
-from _common import DRIVER_CONFIG, DRIVERS, brokers, job
+from _common import DRIVER_CONFIG, DRIVERS, driver_brokers, job
 
 from brokerbench.worker.drivers.base import parse_properties
 from brokerbench.worker.runner import prepare_job, run_job
@@ -167,11 +166,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--drivers", default=",".join(DRIVERS))
     args = ap.parse_args()
-    libs = args.drivers.split(",")
-    with brokers([DRIVERS[l] for l in libs]) as eps:
-        for lib in libs:
-            broker = DRIVERS[lib]
-            ep = eps[broker]
+    with driver_brokers(args.drivers) as targets:
+        for lib, broker, ep in targets:
             topic = f"ceiling-{uuid.uuid4().hex[:8]}"
             prepare_job(job(broker, ep, lib, rate=0, duration_s=1, topic=topic))
             rounds = []

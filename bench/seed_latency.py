@@ -22,10 +22,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
-from _common import DRIVERS, ROOT, brokers, job
+from _common import DRIVERS, ROOT, driver_brokers, job
 
 from brokerbench.histogram import LogHistogram
 from brokerbench.worker.runner import prepare_job
@@ -89,18 +88,16 @@ def main() -> None:
     ap.add_argument("--processes", default="1,2")
     ap.add_argument("--drivers", default=",".join(DRIVERS))
     args = ap.parse_args()
-    libs = args.drivers.split(",")
-    with brokers([DRIVERS[l] for l in libs]) as eps:
-        for lib in libs:
-            broker = DRIVERS[lib]
+    with driver_brokers(args.drivers) as targets:
+        for lib, broker, ep in targets:
             for n in [int(x) for x in args.processes.split(",")]:
                 topic = f"seed-{uuid.uuid4().hex[:8]}"
-                base = job(broker, eps[broker], lib, rate=args.rate, duration_s=args.seconds, topic=topic,
+                base = job(broker, ep, lib, rate=args.rate, duration_s=args.seconds, topic=topic,
                            interval_s=10, kind="latency")
                 prepare_job(base)
                 jobs = split_job(base, n, start_lead_s=12)
                 outs = run_processes(jobs, args.seconds + 120)
-                print(json.dumps({"driver": lib, "broker": broker, "implementation": eps[broker].get("implementation"),
+                print(json.dumps({"driver": lib, "broker": broker, "implementation": ep.get("implementation"),
                                   "processes": len(jobs), "target_rate_msg_s": args.rate, "seconds": args.seconds,
                                   **summarise(outs, args.rate)}), flush=True)
 

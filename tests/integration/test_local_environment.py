@@ -69,6 +69,16 @@ def assert_loopback_only(state: dict) -> None:
     assert 8080 not in [port for _, port in bound]
 
 
+def get_one(channel, queue: str, timeout_s: float = 10.0) -> bytes | None:
+    """The first message of ``queue`` (basic_get polled until ``timeout_s``), or None."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        _, _, body = channel.basic_get(queue, auto_ack=True)
+        if body is not None:
+            return body
+    return None
+
+
 # -- Kafka protocol: tansu ---------------------------------------------------------------
 
 def test_kafka_tansu_round_trip_and_durability_notes(local_env):
@@ -160,11 +170,7 @@ def test_rabbitmq_single_node_round_trip(local_env):
     q = f"bb-test-{uuid.uuid4().hex[:8]}"
     ch.queue_declare(q)
     ch.basic_publish("", q, b"hello rabbitmq")
-    deadline = time.monotonic() + 10
-    body = None
-    while body is None and time.monotonic() < deadline:
-        _, _, body = ch.basic_get(q, auto_ack=True)
-    assert body == b"hello rabbitmq"
+    assert get_one(ch, q) == b"hello rabbitmq"
     conn.close()
 
     local_env.undeploy("rabbitmq")
@@ -193,10 +199,7 @@ def test_rabbitmq_three_node_cluster_quorum_queue(local_env):
     # read it back through another node of the cluster
     conn = pika.BlockingConnection(pika.URLParameters(ep.amqp_uris[2]))
     ch = conn.channel()
-    deadline, body = time.monotonic() + 10, None
-    while body is None and time.monotonic() < deadline:
-        _, _, body = ch.basic_get(q, auto_ack=True)
-    assert body == b"hello quorum"
+    assert get_one(ch, q) == b"hello quorum"
     conn.close()
 
     local_env.undeploy("rabbitmq")

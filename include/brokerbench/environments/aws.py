@@ -25,7 +25,6 @@ Settings (suite ``environmentSettings``, run params override some): see
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shlex
@@ -125,8 +124,9 @@ class AwsEnvironment(Environment):
                                     f"{s['worker_pip_args']!r}")
         # brokerbench installs its package only into the venv it owns, never into a given Python
         self.installs_worker = s["worker_install"] == "auto" and not s.get("remote_python")
-        # with ssh_host_override every "host" is one machine: one install at a time into its venv
-        self._install_lock = threading.Lock() if self.override else contextlib.nullcontext()
+        # one install at a time per machine: hosts reached at one address (ssh_host_override,
+        # a bastion) share one <remote_dir>/venv
+        self._install_locks: dict[tuple[str, Any], threading.Lock] = {}
         self.tag = aws_fleet.run_hash(run_key)
         self._hosts: list[SshHost] | None = None
 
@@ -334,7 +334,7 @@ class AwsEnvironment(Environment):
 
     def _install_worker(self, host: SshHost, package: Any) -> dict[str, Any]:
         """Install ``package`` into <remote_dir>/venv unless the host already has that package id."""
-        with self._install_lock:
+        with self._install_locks.setdefault((host.address, host.port), threading.Lock()):
             return self._install_worker_now(host, package)
 
     def _install_worker_now(self, host: SshHost, package: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ is refused before a command is sent. The connection may therefore say
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -142,28 +143,30 @@ class SshHost(Host):
             on_line(buf.decode(errors="replace"))
         return chan.recv_exit_status()
 
-    def put_text(self, text: str, remote: str, mode: int = 0o644) -> None:
+    @contextlib.contextmanager
+    def _sftp(self, remote_parent: str | None = None):
+        """An SFTP session on this host's connection, closed afterwards; creates ``remote_parent``."""
         sftp = self.client().open_sftp()
         try:
-            self._mkdirs(sftp, os.path.dirname(remote))
+            if remote_parent:
+                self._mkdirs(sftp, remote_parent)
+            yield sftp
+        finally:
+            sftp.close()
+
+    def put_text(self, text: str, remote: str, mode: int = 0o644) -> None:
+        with self._sftp(os.path.dirname(remote)) as sftp:
             with sftp.open(remote, "w") as f:
                 f.write(text)
             sftp.chmod(remote, mode)
-        finally:
-            sftp.close()
 
     def put_file(self, local: str, remote: str) -> None:
-        sftp = self.client().open_sftp()
-        try:
-            self._mkdirs(sftp, os.path.dirname(remote))
+        with self._sftp(os.path.dirname(remote)) as sftp:
             sftp.put(local, remote)
-        finally:
-            sftp.close()
 
     def get_file(self, remote: str, local: str) -> bool:
         """Copy ``remote`` to ``local``; False when the remote file does not exist."""
-        sftp = self.client().open_sftp()
-        try:
+        with self._sftp() as sftp:
             try:
                 sftp.stat(remote)
             except FileNotFoundError:
@@ -171,8 +174,6 @@ class SshHost(Host):
             Path(local).parent.mkdir(parents=True, exist_ok=True)
             sftp.get(remote, local)
             return True
-        finally:
-            sftp.close()
 
     @staticmethod
     def _mkdirs(sftp, path: str) -> None:
