@@ -19,7 +19,6 @@ layer and Airflow: no broker client, no Spark.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, chain
 
@@ -53,7 +52,7 @@ DEFAULT_ARGS = {
 
 def params_for(suite) -> dict[str, Param]:
     """Manual-trigger params, validated by JSON schema before a run is created."""
-    from brokerbench.spec import list_variants, list_workloads
+    from brokerbench.spec import list_workloads
 
     brokers = sorted(suite.brokers)
     return {
@@ -118,7 +117,7 @@ def build_dag(suite_name: str) -> DAG:
         doc_md=__doc__,
     ) as dag:
         kw = {"suite": suite.name}
-        with TaskGroup("setup") as setup:
+        with TaskGroup("setup"):
             validate = ValidatePlanOperator(task_id="validate", retries=0, **kw)
             provision = ProvisionOperator(task_id="provision", **kw)
             host_setup = HostSetupOperator(task_id="host_setup", **kw)

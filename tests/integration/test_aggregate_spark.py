@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import (  # noqa: E402
-    HISTOGRAM_FIELDS, build_synthetic_run, default_meta, write_sweep_run, write_worker_file,
+    build_synthetic_run, default_meta, write_sweep_run, write_worker_file,
 )
 
 from brokerbench.histogram import LogHistogram  # noqa: E402

@@ -6,7 +6,6 @@ appends run A again with other numbers (a re-run of the same DAG run).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

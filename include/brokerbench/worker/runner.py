@@ -30,7 +30,6 @@ import psutil
 from brokerbench import __version__
 from brokerbench.worker.drivers import driver_class
 from brokerbench.worker.payload import STAMP, key_iterator, payload_pool
-from brokerbench.histogram import LogHistogram
 from brokerbench.worker.recorder import IntervalWriter, Recorder
 
 log = logging.getLogger("brokerbench.worker")
