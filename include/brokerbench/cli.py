@@ -4,7 +4,12 @@
     brokerbench validate [SUITE ...]      validate suite files and all they reference
     brokerbench bench --suite smoke [--conf JSON]
                                           run the suite's DAG once (airflow dags test)
-                                          and print the summary and the report's path
+                                          and print the summary and this run's report
+                                          (an s3:// results root: its URI and the local
+                                          staging copy); a refused param or a failed
+                                          task is named on the terminal, the full log
+                                          is <results root>/logs/<dag>-<time>-<pid>-<rand>.log
+                                          (for s3://, in the local staging copy)
     brokerbench aws-sweep [--dry-run]     terminate brokerbench EC2 instances of any run
                                           past their lifetime (brokerbench_aws_sweeper DAG)
 """
@@ -62,59 +67,283 @@ def _cmd_validate(args) -> int:
     return 1 if bad else 0
 
 
-def _latest_run_dir(results_root: Path, dag_id: str, since: float) -> Path | None:
-    base = results_root / "runs" / dag_id
-    if not base.is_dir():
-        return None
-    runs = [p for p in base.iterdir() if p.is_dir() and p.stat().st_mtime >= since - 1]
-    return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
+class ConfError(ValueError):
+    """--conf is not a JSON object."""
+
+
+def parse_conf(text: str | None) -> dict:
+    """The --conf value as a dict; ConfError (one line) when it is not a JSON object."""
+    if not text:
+        return {}
+    try:
+        conf = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfError(f"--conf is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}: {text!r}") from None
+    if not isinstance(conf, dict):
+        raise ConfError(f"--conf must be a JSON object such as '{{\"brokers\": [\"rabbitmq\"]}}', "
+                        f"not {type(conf).__name__}: {text!r}")
+    return conf
+
+
+def run_dir_for(results_root: str, dag_id: str, run_id: str) -> Path:
+    """The local directory of run ``run_id``: the one pipeline.RunContext writes to
+    (for an s3:// results root, its local staging copy)."""
+    from brokerbench.pipeline import RunContext
+
+    return RunContext(dag_id=dag_id, run_id=run_id, suite="", params={"results_root": results_root}).run_dir
+
+
+def run_uri_for(results_root: str, dag_id: str, run_id: str) -> str:
+    """Where run ``run_id`` is stored: ``s3://bucket/prefix/runs/<dag>/<run>`` or the local directory."""
+    from brokerbench.pipeline import RunContext
+    from brokerbench.storage import is_s3
+
+    ctx = RunContext(dag_id=dag_id, run_id=run_id, suite="", params={"results_root": results_root})
+    if is_s3(results_root):
+        return f"{results_root.rstrip('/')}/runs/{ctx.run_key}"
+    return str(ctx.run_dir)
+
+
+def log_dir_for(results_root: str) -> Path:
+    """Local directory for the CLI's log files: ``<results root>/logs``, for s3:// its staging copy's."""
+    from brokerbench.storage import staging_root
+
+    return staging_root(results_root) / "logs"
+
+
+def log_path_for(log_dir: Path, dag_id: str, when: float | None = None, token: str | None = None) -> Path:
+    """``<dag_id>-<UTC time to the ms>-<pid>-<random>.log``: one file per invocation."""
+    when = time.time() if when is None else when
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(when)) + f".{int(when * 1000) % 1000:03d}Z"
+    token = token if token is not None else os.urandom(2).hex()
+    return log_dir / f"{dag_id}-{stamp}-{os.getpid()}-{token}.log"
+
+
+def open_log(log_dir: Path, dag_id: str):
+    """A new log file of this invocation (never one another invocation writes)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        path = log_path_for(log_dir, dag_id)
+        try:
+            return path, open(path, "x", encoding="utf-8")
+        except FileExistsError:  # pragma: no cover - same pid, ms and random token
+            continue
+
+
+#: the run id `airflow dags test` created ("creating dag run ... run_id=manual__...") or finished
+_RUN_ID = re.compile(r"(?:creating dag run|DagRun Finished).*?\brun_id=([^\s,]+)")
+#: a task of the run starts; the run exists
+_TASK_START = re.compile(r"\[DAG TEST\] starting task_id=(\S+)")
+#: a task's new state
+_NEW_STATE = re.compile(r"\bnew_state=(\w+)")
+#: an exception line after a traceback: "airflow.sdk.exceptions.ParamValidationError: Invalid ..."
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::\s?(.*))?$")
+#: a log record (not the continuation of an exception's message)
+_LOG_LINE = re.compile(r"^\s*\d{4}-\d\d-\d\dT\S+ \[")
+#: tasks whose failure only repeats others' (the watcher)
+_ECHO_TASKS = {"fail_run_if_any_task_failed"}
+
+
+def run_id_from_line(line: str) -> str | None:
+    m = _RUN_ID.search(line)
+    return m.group(1) if m else None
+
+
+class OutputScan:
+    """What `airflow dags test` output says: the run id, whether the run started,
+    the tasks that failed and why, and the last exception (e.g. a refused param)."""
+
+    def __init__(self, max_lines: int = 5):
+        self.max_lines = max_lines
+        self.run_id: str | None = None
+        self.run_started = False
+        self.task: str | None = None
+        self.errors: dict[str, str] = {}  # task -> its last exception line
+        self.failed: dict[str, str] = {}  # failed task -> its exception line ("" if none seen)
+        self.last_exception: list[str] = []
+        self.last_line = ""
+        self._in_traceback = False
+        self._collecting = False
+
+    def feed(self, line: str) -> None:
+        line = line.rstrip("\n")
+        if line.strip():
+            self.last_line = line.strip()
+        self.run_id = self.run_id or run_id_from_line(line)
+        m = _TASK_START.search(line)
+        if m:
+            self.run_started, self.task = True, m.group(1)
+        elif "DagRun Finished" in line:
+            self.run_started = True
+        if line.startswith("Traceback (most recent call last):"):
+            self._in_traceback, self._collecting = True, False
+            return
+        if self._collecting:
+            if not line.strip() or _LOG_LINE.match(line) or len(self.last_exception) >= self.max_lines:
+                self._collecting = False
+            else:
+                self.last_exception.append(line.rstrip())
+                return
+        if self._in_traceback and line and not line[0].isspace():
+            self._in_traceback = False
+            m = _EXC_LINE.match(line)
+            if m:
+                self.last_exception = [f"{m.group(1)}: {m.group(2) or ''}".rstrip(": ")]
+                self._collecting = True
+                if self.task:
+                    self.errors[self.task] = self.last_exception[0]
+            return
+        m = _NEW_STATE.search(line)
+        if m and self.task:
+            if m.group(1) == "failed":
+                self.failed[self.task] = self.errors.get(self.task, "")
+            elif m.group(1) in ("success", "up_for_retry", "skipped"):
+                self.failed.pop(self.task, None)
+
+    @property
+    def reason(self) -> list[str]:
+        """Why it stopped: the last exception (up to its first blank line), else the last line."""
+        return self.last_exception or ([self.last_line] if self.last_line else [])
+
+    def failed_tasks(self) -> dict[str, str]:
+        """Failed tasks and their exception line, the watcher left out when others failed."""
+        own = {t: e for t, e in self.failed.items() if t not in _ECHO_TASKS}
+        return own or dict(self.failed)
+
+
+def failure_reason(lines: list[str], max_lines: int = 5) -> list[str]:
+    """Why `airflow dags test` stopped, from its output lines: the last traceback's exception
+    (e.g. ``ParamValidationError: Invalid input for param brokers: ...``)."""
+    scan = OutputScan(max_lines)
+    for line in lines:
+        scan.feed(line)
+    return scan.reason
+
+
+def _lookup_run_id(dag_id: str, logical_date: str) -> str | None:
+    """Fallback when the output did not name the run (e.g. a logging level above INFO):
+    the run of ``dag_id`` with our logical date, from `airflow dags list-runs`."""
+    import datetime as dt
+
+    try:
+        out = subprocess.run([sys.executable, "-m", "airflow", "dags", "list-runs", dag_id, "-o", "json"],
+                             capture_output=True, text=True, timeout=120).stdout
+        want = dt.datetime.fromisoformat(logical_date)
+        for run in json.loads(out[out.index("["):]):
+            ld = run.get("logical_date")
+            if ld and dt.datetime.fromisoformat(str(ld).replace("Z", "+00:00")) == want:
+                return run.get("run_id")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    return None
+
+
+def _report_found(results_root: str, run_dir: Path, run_uri: str) -> bool:
+    if (run_dir / "report.html").exists():
+        return True
+    from brokerbench.storage import is_s3, split_s3
+
+    if not is_s3(results_root):
+        return False
+    try:  # the staging copy may be elsewhere (another machine ran the report task)
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        bucket, _ = split_s3(run_uri)
+        key = run_uri[len(f"s3://{bucket}/"):] + "/report.html"
+        hook = S3Hook(aws_conn_id=os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws"))
+        return bool(hook.check_for_key(key, bucket_name=bucket))
+    except Exception:  # noqa: BLE001 - no credentials, no network: say it is not known to be there
+        return False
 
 
 def _cmd_bench(args) -> int:
+    import datetime as dt
+
     from brokerbench.pipeline import default_results_root
     from brokerbench.spec import SpecError, load_suite
 
+    try:
+        conf = parse_conf(args.conf)
+    except ConfError as e:
+        print(f"brokerbench: {e}", file=sys.stderr)
+        return 2
     try:
         suite = load_suite(args.suite)
     except SpecError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
         return 1
     dag_id = f"brokerbench_{suite.name}".replace("-", "_")
-    conf = json.loads(args.conf) if args.conf else {}
-    results_root = Path(conf.get("results_root") or default_results_root())
-    log_dir = results_root / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{dag_id}-{time.strftime('%Y%m%dT%H%M%S')}.log"
-    cmd = ["airflow", "dags", "test", dag_id]
+    results_root = str(conf.get("results_root") or default_results_root())
+    log_path, log = open_log(log_dir_for(results_root), dag_id)
+    # our own logical date (to the microsecond) identifies the run should the output not name it
+    logical_date = dt.datetime.now(dt.timezone.utc).isoformat()
+    cmd = [sys.executable, "-m", "airflow", "dags", "test", dag_id, logical_date]
     if conf:
         cmd += ["-c", json.dumps(conf)]
     print(f"brokerbench: running {dag_id} on the {conf.get('environment', suite.environment)} environment "
           f"(full log: {log_path})", flush=True)
     started = time.time()
-    with open(log_path, "w", encoding="utf-8") as log:
+    scan = OutputScan()
+    with log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         assert proc.stdout is not None
         for line in proc.stdout:
             log.write(line)
+            scan.feed(line)
             shown = line.rstrip("\n") if args.verbose else _terminal_line(line)
             if shown is not None:
                 print(shown, flush=True)
         rc = proc.wait()
     elapsed = time.time() - started
-    run_dir = _latest_run_dir(results_root, dag_id, started)
-    report = run_dir / "report.html" if run_dir else None
-    if run_dir and (run_dir / "summary" / "summary.csv").exists():
+    print(f"brokerbench: {dag_id} finished in {elapsed:.0f} s with exit code {rc}", flush=True)
+    if rc and not scan.run_started and scan.last_exception:
+        # e.g. a refused param: Airflow raises before the run exists
+        print("brokerbench: no DAG run was created:", file=sys.stderr)
+        for line in scan.reason:
+            print(f"  {line}", file=sys.stderr)
+        print(f"brokerbench: full log: {log_path}", file=sys.stderr)
+        return rc
+    run_id = scan.run_id or _lookup_run_id(dag_id, logical_date)  # the latter: output above INFO
+    if run_id is None:
+        print("brokerbench: could not tell which DAG run this was" + (":" if rc else ""), file=sys.stderr)
+        for line in scan.reason if rc else []:
+            print(f"  {line}", file=sys.stderr)
+        print(f"brokerbench: full log: {log_path}", file=sys.stderr)
+        return rc or 1
+    run_dir = run_dir_for(results_root, dag_id, run_id)
+    run_uri = run_uri_for(results_root, dag_id, run_id)
+    if (run_dir / "summary" / "summary.csv").exists():
         from brokerbench.report import render_text_summary
 
         print(render_text_summary(run_dir))
-    print(f"brokerbench: {dag_id} finished in {elapsed:.0f} s with exit code {rc}")
-    if report and report.exists():
+    print(f"brokerbench: run {run_id}: {run_uri}")
+    report_found = _report_found(results_root, run_dir, run_uri)
+    if report_found and run_uri != str(run_dir):  # s3://: the URI, and the local staging copy if present
+        print(f"brokerbench: summary: {run_uri}/summary/summary.csv")
+        print(f"brokerbench: report:  {run_uri}/report.html")
+        if (run_dir / "report.html").exists():
+            print(f"brokerbench: local staging copy: {run_dir / 'report.html'}")
+    elif report_found:
         print(f"brokerbench: summary: {run_dir / 'summary' / 'summary.csv'}")
-        print(f"brokerbench: report:  {report}")
-    else:
-        print(f"brokerbench: no report was written; see {log_path}", file=sys.stderr)
+        print(f"brokerbench: report:  {run_dir / 'report.html'}")
+    if rc:
+        failed = scan.failed_tasks()
+        if failed:
+            print(f"brokerbench: the run failed; failed task(s):", file=sys.stderr)
+            for task, error in failed.items():
+                print(f"  {task}: {_shorten(error) or '(no exception in the output)'}", file=sys.stderr)
+        else:
+            print("brokerbench: the run failed: " + "\n  ".join(scan.reason), file=sys.stderr)
+    if not report_found:
+        print(f"brokerbench: no report was written for run {run_id}; see {log_path}", file=sys.stderr)
         return rc or 1
+    if rc:
+        print(f"brokerbench: full log: {log_path}", file=sys.stderr)
     return rc
+
+
+def _shorten(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _cmd_aws_sweep(args) -> int:

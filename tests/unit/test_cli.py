@@ -1,0 +1,162 @@
+"""brokerbench.cli: what `brokerbench bench` tells the user, and where it looks.
+
+The subprocess tests run the real command; a refused param and a malformed
+--conf stop before any DAG run exists, so no broker starts.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from brokerbench import cli
+from brokerbench.pipeline import RunContext
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_cli(*args: str, env_extra: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "brokerbench.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# -- the real command ----------------------------------------------------------
+
+def test_malformed_conf_is_one_line_and_exit_2(tmp_path):
+    p = _run_cli("bench", "--suite", "smoke", "--conf", '{"brokers": [nope',
+                 env_extra={"BROKERBENCH_RESULTS_ROOT": str(tmp_path)}, timeout=60)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr + p.stdout
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("brokerbench: --conf is not valid JSON") and "column" in lines[0]
+    assert not (tmp_path / "logs").exists()  # nothing was started
+
+
+def test_conf_not_an_object_exit_2(tmp_path):
+    p = _run_cli("bench", "--conf", '["rabbitmq"]', env_extra={"BROKERBENCH_RESULTS_ROOT": str(tmp_path)},
+                 timeout=60)
+    assert p.returncode == 2
+    assert "must be a JSON object" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.timeout(300)
+def test_refused_param_is_named_and_log_is_local_for_s3_root(tmp_path):
+    staging_home = tmp_path / "home"
+    p = _run_cli("bench", "--suite", "smoke", "--conf", '{"brokers": ["nope"]}',
+                 env_extra={"BROKERBENCH_RESULTS_ROOT": "s3://cli-test-bucket/some/prefix",
+                            "BROKERBENCH_HOME": str(staging_home)})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "no DAG run was created" in p.stderr
+    reason = [ln for ln in p.stderr.splitlines() if "ParamValidationError" in ln]
+    assert reason and "param brokers" in reason[0] and "'nope'" in reason[0], p.stderr
+    assert "Traceback" not in p.stdout + p.stderr
+    # the log file: in the local staging copy, never in a directory called "s3:"
+    logs = list((staging_home / "s3-staging" / "cli-test-bucket" / "some" / "prefix" / "logs").glob("*.log"))
+    assert len(logs) == 1, logs
+    assert str(logs[0]) in p.stdout + p.stderr
+    assert "ParamValidationError" in logs[0].read_text()
+    assert not (ROOT / "s3:").exists() and not Path("s3:").exists()
+
+
+# -- pure helpers ----------------------------------------------------------------
+
+def test_run_dir_for_is_the_pipelines_run_dir(tmp_path):
+    run_id = "manual__2026-11-23T02:13:21.105238+00:00"
+    expected = tmp_path / "runs" / "brokerbench_smoke" / "manual__2026-11-23T02_13_21.105238_00_00"
+    assert cli.run_dir_for(str(tmp_path), "brokerbench_smoke", run_id) == expected
+    ctx = RunContext(dag_id="brokerbench_smoke", run_id=run_id, suite="smoke",
+                     params={"results_root": str(tmp_path)})
+    assert cli.run_dir_for(str(tmp_path), "brokerbench_smoke", run_id) == ctx.run_dir
+    assert cli.run_uri_for(str(tmp_path), "brokerbench_smoke", run_id) == str(expected)
+
+
+def test_run_dir_for_s3_root_is_the_staging_copy(tmp_path, monkeypatch):
+    monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path))
+    run_id = "scheduled__2026-01-02T00:00:00+00:00"
+    root = "s3://bucket/bb/results/"
+    assert cli.run_dir_for(root, "brokerbench_nightly_latency", run_id) == (
+        tmp_path / "s3-staging" / "bucket" / "bb" / "results" / "runs" / "brokerbench_nightly_latency"
+        / "scheduled__2026-01-02T00_00_00_00_00")
+    assert cli.run_uri_for(root, "brokerbench_nightly_latency", run_id) == (
+        "s3://bucket/bb/results/runs/brokerbench_nightly_latency/scheduled__2026-01-02T00_00_00_00_00")
+    assert cli.log_dir_for(root) == tmp_path / "s3-staging" / "bucket" / "bb" / "results" / "logs"
+    assert cli.log_dir_for(str(tmp_path / "r")) == tmp_path / "r" / "logs"
+
+
+def test_log_names_are_unique_per_invocation(tmp_path):
+    when = 1795400000.25
+    a = cli.log_path_for(tmp_path, "brokerbench_smoke", when, "aaaa")
+    assert a.parent == tmp_path
+    assert a.name == f"brokerbench_smoke-20261123T021320.250Z-{os.getpid()}-aaaa.log"
+    # same second, same process: the random part differs
+    names = {cli.log_path_for(tmp_path, "brokerbench_smoke", when).name for _ in range(50)}
+    assert len(names) > 1
+    paths = []
+    for _ in range(5):
+        path, f = cli.open_log(tmp_path / "logs", "brokerbench_smoke")
+        f.close()
+        paths.append(path)
+    assert len(set(paths)) == 5 and all(p.exists() for p in paths)
+
+
+def test_parse_conf():
+    assert cli.parse_conf(None) == {}
+    assert cli.parse_conf('{"brokers": ["kafka"]}') == {"brokers": ["kafka"]}
+    with pytest.raises(cli.ConfError, match="not valid JSON"):
+        cli.parse_conf("{brokers: kafka}")
+    with pytest.raises(cli.ConfError, match="JSON object"):
+        cli.parse_conf("3")
+
+
+_RUN_OUTPUT = """\
+2026-11-23T02:13:14.6Z [info     ] creating dag run               [airflow.serialization.definitions.dag] loc=dag.py:615 run_id=manual__2026-11-23T02:13:21.105238+00:00
+2026-11-23T02:13:22.0Z [info     ] [DAG TEST] starting task_id=setup.validate map_index=-1 [airflow.sdk.definitions.dag] loc=dag.py:1501
+2026-11-23T02:13:23.0Z [info     ] Task instance state updated    [airflow.api_fastapi] new_state=success rows_affected=1
+2026-11-23T02:13:24.0Z [info     ] [DAG TEST] starting task_id=setup.provision map_index=-1 [airflow.sdk.definitions.dag]
+2026-11-23T02:13:29.5Z [error    ] Task failed with exception     [task] loc=task_runner.py:1676
+Traceback (most recent call last):
+  File "/x/operators.py", line 51, in execute
+    with ctx.synced():
+brokerbench.lease.LeaseLost: run X does not hold the lease
+2026-11-23T02:13:29.6Z [info     ] Task instance state updated    [airflow.api_fastapi] new_state=failed rows_affected=1
+2026-11-23T02:13:46.1Z [info     ] [DAG TEST] starting task_id=fail_run_if_any_task_failed map_index=-1 [airflow.sdk]
+Traceback (most recent call last):
+  File "/x/operators.py", line 320, in execute
+airflow.sdk.exceptions.AirflowFailException: a task of this run failed
+2026-11-23T02:13:46.2Z [info     ] Task instance state updated    [airflow.api_fastapi] new_state=failed rows_affected=1
+2026-11-23T02:13:46.3Z [info     ] DagRun Finished: dag_id=brokerbench_smoke, logical_date=2026-11-23 02:13:14+00:00, run_id=manual__2026-11-23T02:13:21.105238+00:00, state=failed
+"""
+
+_REFUSAL_OUTPUT = """\
+2026-11-23T02:11:35.1Z [info     ] creating dag run               [airflow.serialization.definitions.dag] run_id=manual__2026-11-23T02:11:32.145688+00:00
+Traceback (most recent call last):
+  File "/v/airflow/serialization/definitions/param.py", line 151, in _validate_one
+    raise ParamValidationError(f"Invalid input for param {k}: {e}") from None
+airflow.sdk.exceptions.ParamValidationError: Invalid input for param brokers: 'nope' is not one of ['kafka']
+
+Failed validating 'enum' in schema['items']:
+    {'type': 'string', 'enum': ['kafka']}
+"""
+
+
+def test_output_scan_of_a_failed_run():
+    scan = cli.OutputScan()
+    for line in _RUN_OUTPUT.splitlines(keepends=True):
+        scan.feed(line)
+    assert scan.run_id == "manual__2026-11-23T02:13:21.105238+00:00"
+    assert scan.run_started
+    # the watcher's failure only repeats the provision failure
+    assert scan.failed_tasks() == {"setup.provision": "LeaseLost: run X does not hold the lease"}
+
+
+def test_output_scan_of_a_refusal():
+    scan = cli.OutputScan()
+    for line in _REFUSAL_OUTPUT.splitlines(keepends=True):
+        scan.feed(line)
+    assert not scan.run_started  # "creating dag run" is logged before the params are validated
+    assert scan.reason == ["ParamValidationError: Invalid input for param brokers: 'nope' is not one of ['kafka']"]
+    assert cli.failure_reason(_REFUSAL_OUTPUT.splitlines()) == scan.reason
