@@ -238,6 +238,17 @@ class RegressionGateOperator(BrokerbenchStepOperator):
             raise AirflowFailException(str(e)) from e
 
 
+class ComparisonLink(BaseOperatorLink):
+    """The "Comparison" button of the compare task: its comparison.html, served like the reports."""
+
+    name = "Comparison"
+
+    def get_link(self, operator, *, ti_key):
+        from airflow.sdk.execution_time.xcom import XCom
+
+        return XCom.get_value(ti_key=ti_key, key=CompareOperator.URL_XCOM_KEY) or ""
+
+
 class CompareOperator(BaseOperator):
     """Comparison report (versions of a broker, brokers side by side) from the history store.
 
@@ -246,6 +257,9 @@ class CompareOperator(BaseOperator):
     """
 
     ui_color = "#d6eaf8"
+    operator_extra_links = (ComparisonLink(),)
+    #: XCom key of the comparison report's served URL (the ComparisonLink)
+    URL_XCOM_KEY = "comparison_url"
 
     def execute(self, context: Any) -> Any:
         params = dict(context["params"] or {})
@@ -255,8 +269,12 @@ class CompareOperator(BaseOperator):
                 root = (getattr(event, "extra", None) or {}).get("history_root")
                 if root:
                     results_root = root.rstrip("/").rsplit("/", 1)[0]
-        return pipeline.compare(results_root, context["run_id"], params.get("environment") or None,
+        path = pipeline.compare(results_root, context["run_id"], params.get("environment") or None,
                                 params.get("brokers") or None)
+        from brokerbench import web
+
+        context["ti"].xcom_push(key=self.URL_XCOM_KEY, value=web.comparison_url(results_root, path))
+        return path
 
 
 class SweepExpiredInstancesOperator(BaseOperator):
@@ -273,17 +291,27 @@ class SweepExpiredInstancesOperator(BaseOperator):
 
 
 class ReportLink(BaseOperatorLink):
-    """The "Report" button of the report task: the report.html it wrote."""
+    """The "Report" button of the report task: report.html served by the api-server's brokerbench app.
+
+    ``/brokerbench/runs/<dag_id>/<run_id>/report.html?root=<results_root>``
+    (absolute when ``[api] base_url`` is set), from the run's dag_id, run_id and
+    ``results_root`` param (brokerbench.web). Airflow computes it on the worker
+    when the task ends and keeps it in XCom for the UI. Empty when the task wrote
+    no report.
+    """
 
     name = "Report"
 
     def get_link(self, operator, *, ti_key):
         from airflow.sdk.execution_time.xcom import XCom
 
+        from brokerbench import web
+
         path = XCom.get_value(ti_key=ti_key, key="return_value")
         if not path:
             return ""
-        return str(path) if "://" in str(path) else f"file://{path}"
+        root = web.task_results_root(ti_key, str(path))
+        return web.report_url(root, f"{pipeline.safe_name(ti_key.dag_id)}/{pipeline.safe_name(ti_key.run_id)}")
 
 
 class ReportOperator(BrokerbenchStepOperator):
