@@ -73,26 +73,171 @@ def test_cost_cap_refuses_before_any_instance(moto_server, sshd, tmp_path):
     assert instances_in_state(moto_server, "pending", "t/expensive") == []
 
 
-def test_failure_halfway_through_provisioning_leaves_nothing_after_teardown(moto_server, sshd, tmp_path,
-                                                                            monkeypatch):
+def run_security_groups(moto_server, run_key: str) -> list[str]:
+    res = ec2_client(moto_server).describe_security_groups(
+        Filters=[{"Name": "tag:brokerbench:run", "Values": [run_key]}])
+    return [g["GroupId"] for g in res["SecurityGroups"]]
+
+
+def live_instances(moto_server, run_key: str) -> list[str]:
+    return [i for state in ("pending", "running", "stopping", "stopped", "shutting-down")
+            for i in instances_in_state(moto_server, state, run_key)]
+
+
+def test_failure_halfway_through_provisioning_leaves_nothing(moto_server, sshd, tmp_path, monkeypatch):
+    """The client instances cannot be created after the brokers were: provision itself
+    terminates the brokers and deletes the security group before the error leaves it."""
     from brokerbench.environments import aws_fleet
 
     env = make_env(moto_server, sshd, tmp_path, run_key="t/halfway", counts={"broker": 2, "client": 2})
     real = aws_fleet.Fleet.ensure_role
+    created = []
 
     def fail_on_clients(self, role, *a, **kw):
         if role == "client":
             raise RuntimeError("InsufficientInstanceCapacity (injected)")
-        return real(self, role, *a, **kw)
+        out = real(self, role, *a, **kw)
+        created.extend(i["InstanceId"] for i in out)
+        return out
 
     monkeypatch.setattr(aws_fleet.Fleet, "ensure_role", fail_on_clients)
-    with pytest.raises(RuntimeError, match="InsufficientInstanceCapacity"):
+    with pytest.raises(RuntimeError, match="InsufficientInstanceCapacity") as err:
         env.provision()
-    assert len(instances_in_state(moto_server, "running", "t/halfway")) == 2  # brokers were created
+    assert len(created) == 2  # the brokers had been created
+    assert live_instances(moto_server, "t/halfway") == []
+    assert run_security_groups(moto_server, "t/halfway") == []
+    assert any("cleaned up after the failed provision" in n for n in getattr(err.value, "__notes__", []))
+    cleanup = json.loads((tmp_path / "state" / "provision-cleanup.json").read_text())
+    assert sorted(cleanup["terminated"]) == sorted(created) and len(cleanup["security_groups_deleted"]) == 1
+    # the teardown task (run later, fresh object) finds nothing left and succeeds
     monkeypatch.setattr(aws_fleet.Fleet, "ensure_role", real)
     record = make_env(moto_server, sshd, tmp_path, run_key="t/halfway").teardown()
-    assert len(record["terminated"]) == 2
-    assert instances_in_state(moto_server, "running", "t/halfway") == []
+    assert record["terminated"] == [] and record["remaining"] == []
+
+
+def test_provision_failing_after_create_on_every_try_leaks_nothing(moto_server, sshd, tmp_path, monkeypatch,
+                                                                  caplog):
+    """Instances are created, then waiting for them fails, on every try Airflow makes
+    (retries + 1): Airflow skips the teardown of a failed setup task, so provision
+    itself must leave 0 instances and 0 security groups of the run."""
+    from brokerbench.dag_factory import DEFAULT_ARGS
+    from brokerbench.environments import aws_fleet
+    from brokerbench.environments.base import EnvironmentError_
+
+    run = "t/fails-every-try"
+    attempts = int(DEFAULT_ARGS.get("retries", 0)) + 1
+    assert attempts >= 2
+    created: list[list[str]] = []
+
+    def fail_after_create(self, ids, *a, **kw):
+        created.append(list(ids))
+        raise EnvironmentError_(f"instances not running after 600 s (injected): {ids}")
+
+    monkeypatch.setattr(aws_fleet.Fleet, "wait_running", fail_after_create)
+    for attempt in range(attempts):
+        # a fresh object per try, as each Airflow try is a new process
+        env = make_env(moto_server, sshd, tmp_path, run_key=run, counts={"broker": 2, "client": 1})
+        with pytest.raises(EnvironmentError_, match="injected"):
+            env.provision()
+        assert live_instances(moto_server, run) == [], f"try {attempt + 1} leaked instances"
+        assert run_security_groups(moto_server, run) == [], f"try {attempt + 1} leaked its security group"
+    assert len(created) == attempts and all(len(ids) == 3 for ids in created)
+    assert len({i for ids in created for i in ids}) == 3 * attempts  # each try created (and removed) its own
+    terminated = instances_in_state(moto_server, "terminated", run)
+    assert set(terminated) >= {i for ids in created for i in ids}
+    assert "cleanup of run t/fails-every-try: terminated" in caplog.text
+
+
+def test_cleanup_finds_a_dead_provisions_instances_by_tag(moto_server, sshd, tmp_path):
+    """The provision process died (SIGKILL) after creating the security group and the
+    instances: no state dir, no fleet.json; cleanup_run (the on_failure_callback's
+    function) and AwsEnvironment.cleanup_failed_provision find them by tag."""
+    from brokerbench.environments import aws_fleet
+
+    for run, how in (("t/dead-provision-a", "cleanup_run"), ("t/dead-provision-b", "environment")):
+        fleet = aws_fleet.Fleet(run, "brokerbench_aws")
+        sg = fleet.security_group("127.0.0.1/32", ["kafka"], None)
+        launch = {"ImageId": moto_ami(moto_server), "SecurityGroupIds": [sg]}
+        ids = [i["InstanceId"] for role, n in (("broker", 2), ("client", 1))
+               for i in fleet.ensure_role(role, n, "t3.micro", launch, "test", 60)]
+        assert sorted(instances_in_state(moto_server, "running", run)) == sorted(ids)
+        if how == "cleanup_run":
+            record = aws_fleet.cleanup_run(run, "brokerbench_aws")
+        else:
+            record = make_env(moto_server, sshd, tmp_path / how, run_key=run).cleanup_failed_provision()
+        assert sorted(record["terminated"]) == sorted(ids) and record["security_groups_deleted"] == [sg]
+        assert record["errors"] == [] and record["remaining"] == [] and record["security_groups_remaining"] == []
+        assert live_instances(moto_server, run) == [] and run_security_groups(moto_server, run) == []
+        # idempotent: a second call finds nothing and fails on nothing
+        again = aws_fleet.cleanup_run(run, "brokerbench_aws")
+        assert again["terminated"] == [] and again["errors"] == []
+
+
+def test_provision_reuses_consistent_leftovers_and_terminates_the_rest(moto_server, sshd, tmp_path):
+    """An earlier attempt died part-way: its security group has no rules yet (died before
+    authorizing), a broker was named, another not yet, a client has another instance
+    type and one more broker is stopped. The new provision reuses the two brokers (with
+    unique names), terminates the client and the stopped broker, creates the client,
+    and gives the group its rules back."""
+    from brokerbench.environments import aws_fleet
+
+    run = "t/leftovers"
+    ec2 = ec2_client(moto_server)
+    fleet = aws_fleet.Fleet(run, "brokerbench_aws")
+    sg = fleet.security_group("127.0.0.1/32", ["kafka"], None)
+    perms = ec2.describe_security_groups(GroupIds=[sg])["SecurityGroups"][0]["IpPermissions"]
+    ec2.revoke_security_group_ingress(GroupId=sg, IpPermissions=perms)
+    launch = {"ImageId": moto_ami(moto_server), "SecurityGroupIds": [sg]}
+    named = fleet.ensure_role("broker", 1, "t3.micro", launch, "test", 60)[0]["InstanceId"]
+    unnamed = ec2.run_instances(ImageId=launch["ImageId"], InstanceType="t3.micro", MinCount=1, MaxCount=1,
+                                SecurityGroupIds=[sg], TagSpecifications=[{"ResourceType": "instance", "Tags":
+                                fleet.tags("broker", "test")}])["Instances"][0]["InstanceId"]
+    stopped = ec2.run_instances(ImageId=launch["ImageId"], InstanceType="t3.micro", MinCount=1, MaxCount=1,
+                                SecurityGroupIds=[sg], TagSpecifications=[{"ResourceType": "instance", "Tags":
+                                fleet.tags("broker", "test", index=7)}])["Instances"][0]["InstanceId"]
+    ec2.stop_instances(InstanceIds=[stopped])
+    wrong_type = fleet.ensure_role("client", 1, "t3.small", launch, "test", 60)[0]["InstanceId"]
+
+    env = make_env(moto_server, sshd, tmp_path, run_key=run, counts={"broker": 2, "client": 1})
+    try:
+        record = env.provision()
+        assert record["security_group"] == sg
+        assert sorted(record["earlier_attempt"]["kept"]) == sorted([named, unnamed])
+        assert set(record["earlier_attempt"]["terminated"]) == {stopped, wrong_type}
+        brokers = [h for h in record["hosts"] if h["role"] == "broker"]
+        clients = [h for h in record["hosts"] if h["role"] == "client"]
+        assert sorted(h["instance_id"] for h in brokers) == sorted([named, unnamed])
+        assert len({h["name"] for h in record["hosts"]}) == 3  # unique names
+        assert all(h["name"].rsplit("-", 1)[1].isdigit() for h in record["hosts"])
+        assert len(clients) == 1 and clients[0]["instance_id"] != wrong_type
+        assert clients[0]["instance_type"] == "t3.micro"
+        assert sorted(live_instances(moto_server, run)) == sorted(h["instance_id"] for h in record["hosts"])
+        group = ec2.describe_security_groups(GroupIds=[sg])["SecurityGroups"][0]
+        ports = {p.get("FromPort") for p in group["IpPermissions"] if p.get("IpRanges")}
+        assert {22, 9092} <= ports
+        assert {r["CidrIp"] for p in group["IpPermissions"] for r in p.get("IpRanges", [])} == {"127.0.0.1/32"}
+        assert any(g["GroupId"] == sg for p in group["IpPermissions"] for g in p.get("UserIdGroupPairs", []))
+    finally:
+        env.teardown()
+    assert live_instances(moto_server, run) == [] and run_security_groups(moto_server, run) == []
+
+
+def test_bad_settings_are_refused_before_any_ec2_call(moto_server, sshd, tmp_path, monkeypatch):
+    from brokerbench.environments import aws_fleet
+    from brokerbench.environments.aws import AwsSettingsError
+
+    def no_ec2(*a, **kw):
+        raise AssertionError("EC2 was called")
+
+    monkeypatch.setattr(aws_fleet.Fleet, "__init__", no_ec2)
+    for bad, field in (({"tuning_profile": "nope"}, "tuning_profile"),
+                       ({"counts": {"broker": 0, "client": 1}}, "counts.broker"),
+                       ({"cost_cap_usd": 0.01}, "cost_cap_usd")):
+        env = make_env(moto_server, sshd, tmp_path, run_key="t/refused", **bad)
+        with pytest.raises(AwsSettingsError) as err:
+            env.provision()
+        assert err.value.field.endswith(field)
+    assert live_instances(moto_server, "t/refused") == []
 
 
 def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, sshd, tmp_path):

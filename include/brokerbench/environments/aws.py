@@ -5,7 +5,12 @@ so every DAG runs unchanged on either. See docs/aws.md.
 
 * provision: broker, metadata (ZooKeeper, when a broker version needs it) and
   client instances through the Amazon provider's EC2Hook, tagged with the run
-  and found again by tag (:mod:`.aws_fleet`); cost estimate and cost cap first.
+  and found again by tag (:mod:`.aws_fleet`); settings checked and cost cap
+  applied first (:func:`check_settings`, also called by the validate task, so
+  bad settings are refused before any machine exists). A provision that fails
+  terminates what it created (found by tag) before its error leaves it;
+  leftovers of an attempt whose process died are reused when consistent,
+  terminated otherwise.
 * setup_hosts: over SSH (:class:`.aws_ssh.SshHost`, the SSH provider's hook):
   NVMe instance-store disks (XFS, noatime), tuned-adm latency-performance,
   chrony against the Amazon Time Sync Service with a bounded wait and each
@@ -34,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..spec.errors import SpecError
 from . import aws_fleet, hostsetup
 from .aws_ssh import SshHost
 from .base import BrokerEndpoint, Environment, EnvironmentError_
@@ -102,11 +108,7 @@ class AwsEnvironment(Environment):
     name = "aws"
 
     def __init__(self, run_key: str, settings: dict[str, Any] | None = None, plan: Any | None = None):
-        site = site_settings()
-        given = {**{k: v for k, v in (settings or {}).items() if v is not None}, **site}
-        merged = {**DEFAULTS, **given}
-        for key in ("instance_types", "broker_versions"):
-            merged[key] = {**DEFAULTS[key], **((settings or {}).get(key) or {}), **(site.get(key) or {})}
+        merged, _site = merge_settings(settings)
         super().__init__(run_key, merged)
         self.plan = plan
         from .local import state_dir_for
@@ -140,11 +142,7 @@ class AwsEnvironment(Environment):
         return str(self.settings["broker_versions"][broker])
 
     def needs_metadata(self) -> bool:
-        if self.settings["deploy_mode"] == "local":
-            return False
-        b = self.brokers()
-        return "pulsar" in b or ("kafka" in b and
-                                 kafka_mode(self.version("kafka"), self.settings.get("kafka_mode")) == "zookeeper")
+        return needs_metadata(self.settings, self.brokers())
 
     def counts(self) -> dict[str, int]:
         return aws_fleet.role_counts(self.settings, self.needs_metadata())
@@ -162,24 +160,36 @@ class AwsEnvironment(Environment):
 
     # -- provision ---------------------------------------------------------------------
     def provision(self) -> dict[str, Any]:
+        """Check the settings and the cost (nothing exists yet), then the run's security
+        group and instances: found again by tag (reused when consistent with these
+        settings, terminated otherwise: :meth:`.aws_fleet.Fleet.reconcile`), the
+        missing ones created, waited for until running.
+
+        If anything fails once EC2 has been called, every instance and security group
+        of the run is terminated / deleted (found by tag, waited for) before the
+        original exception leaves; the cleanup is logged and written to
+        ``<state dir>/provision-cleanup.json``."""
         s = self.settings
-        for broker in self.brokers():
-            if self.version(broker) not in VERSIONS[broker] and s["deploy_mode"] == "install":
-                raise EnvironmentError_(f"{broker} version {self.version(broker)} is not supported; "
-                                        f"supported: {', '.join(VERSIONS[broker])}")
-        missing = [k for k in ("ami", "controller_cidr") if not s.get(k)]
-        if missing:
-            raise EnvironmentError_(f"settings {', '.join(missing)} required for the aws environment "
-                                    "(suite environmentSettings or params); see docs/aws.md")
-        cost = self.cost_estimate()
+        cost = check_settings(s, self.brokers(), self.plan)  # AwsSettingsError: nothing created
         log.info("cost estimate: %s", _cost_line(cost))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         _write(self.state_dir / "cost.json", cost)
-        if cost.get("refused"):
-            raise EnvironmentError_(f"run refused before provisioning: {cost['refused']}")
 
         fleet = self.fleet_api()
+        try:
+            return self._provision(fleet, cost)
+        except BaseException as e:  # also a task time-out or SIGTERM: nothing may stay behind
+            self._cleanup_after_failure(fleet, e)
+            raise
+
+    def _provision(self, fleet: aws_fleet.Fleet, cost: dict[str, Any]) -> dict[str, Any]:
+        s = self.settings
+        counts = self.counts()
         sg = fleet.security_group(s["controller_cidr"], self.brokers(), s.get("vpc_id"))
+        wanted = {role: {"count": n, "instance_type": s["instance_types"][role], "image_id": s["ami"],
+                         "subnet_id": s.get("subnet_id"), "key_name": s.get("key_name")}
+                  for role, n in counts.items() if n > 0}
+        reconciled = fleet.reconcile(wanted, sg)
         lifetime_min = int(cost["max_lifetime_hours"] * 60)
         user_data = render("user-data.sh.j2", max_lifetime_minutes=lifetime_min, run_key=self.run_key)
         launch: dict[str, Any] = {"ImageId": s["ami"], "SecurityGroupIds": [sg], "UserData": user_data,
@@ -191,7 +201,7 @@ class AwsEnvironment(Environment):
         purposes = {"broker": "broker nodes: " + ", ".join(self.brokers()),
                     "metadata": "ZooKeeper / metadata store", "client": "benchmark workers"}
         instances = []
-        for role, n in self.counts().items():
+        for role, n in counts.items():
             if n > 0:
                 instances += fleet.ensure_role(role, n, s["instance_types"][role], launch, purposes[role],
                                                lifetime_min)
@@ -204,9 +214,55 @@ class AwsEnvironment(Environment):
                   {b: self.version(b) for b in self.brokers()}, "deploy_mode": s["deploy_mode"],
                   "self_protection": {"instance_initiated_shutdown_behavior": "terminate",
                                       "scheduled_shutdown_minutes": lifetime_min},
+                  "earlier_attempt": reconciled,
                   "ssh": {"override": self.override, "port": s.get("ssh_port")}}
         _write(self.state_dir / "fleet.json", record)
         log.info("fleet: %s", ", ".join(f"{h['name']} ({h['instance_type']}, {h['instance_id']})" for h in hosts))
+        return record
+
+    def _cleanup_after_failure(self, fleet: aws_fleet.Fleet | None, error: BaseException) -> dict[str, Any]:
+        log.error("provision failed (%s: %s): terminating every instance and deleting the security group of "
+                  "run %s before the error is raised", type(error).__name__, error, self.run_key)
+        record = self.cleanup_failed_provision(fleet=fleet, reason=f"{type(error).__name__}: {error}")
+        summary = (f"cleaned up after the failed provision: terminated {record.get('terminated') or 'no instance'}, "
+                   f"deleted security group(s) {record.get('security_groups_deleted') or 'none'}")
+        if record["errors"] or record.get("remaining") or record.get("security_groups_remaining"):
+            summary += (f"; INCOMPLETE: {record['errors']}, instances remaining {record.get('remaining')}, "
+                        f"security groups remaining {record.get('security_groups_remaining')} "
+                        "(the teardown task, the instances' own shutdown and the sweeper remain)")
+        if hasattr(error, "add_note"):
+            error.add_note(summary)
+        return record
+
+    def cleanup_failed_provision(self, fleet: aws_fleet.Fleet | None = None, reason: str | None = None,
+                                 timeout_s: float = 600) -> dict[str, Any]:
+        """Terminate every instance of the run and delete its security group, found by
+        tag (works from a fresh process with nothing but the run key), waiting until
+        the instances are terminated before deleting the group; forget fleet.json.
+
+        What a failed provision calls on itself, and what an Airflow
+        ``on_failure_callback`` of the provision task calls. Never raises: the
+        record (also written to ``<state dir>/provision-cleanup.json``) says what was
+        cleaned up and, under ``errors`` / ``remaining`` /
+        ``security_groups_remaining``, what was not."""
+        record: dict[str, Any] = {"environment": self.name, "run_key": self.run_key, "reason": reason,
+                                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "errors": []}
+        try:
+            result = (fleet or self.fleet_api()).terminate_run(timeout_s=timeout_s)
+            record["errors"] += result.pop("errors", [])
+            record.update(result)
+        except Exception as e:  # noqa: BLE001 - recorded; the caller's error is the one that matters
+            record["errors"].append(f"EC2: {type(e).__name__}: {e}")
+        try:
+            (self.state_dir / "fleet.json").unlink(missing_ok=True)
+            _write(self.state_dir / "provision-cleanup.json", record)
+        except OSError as e:
+            record["errors"].append(f"state dir: {e}")
+        if record["errors"] or record.get("remaining") or record.get("security_groups_remaining"):
+            log.error("cleanup of run %s incomplete: %s", self.run_key, record)
+        else:
+            log.warning("cleanup of run %s: terminated %s; security group(s) deleted: %s", self.run_key,
+                        record.get("terminated") or "no instance", record.get("security_groups_deleted") or "none")
         return record
 
     def fleet(self) -> dict[str, Any]:
@@ -548,6 +604,203 @@ class AwsEnvironment(Environment):
         return out
 
 
+#: aws settings that are also run params (``pipeline.ENVIRONMENT_PARAMS``): errors name them ``params.<key>``
+PARAM_SETTINGS = ("broker_versions", "instance_types", "instance_counts", "cost_cap_usd", "tuning_profile")
+#: at most this many instances per role (a typo such as 30 instead of 3 is refused, not billed)
+MAX_INSTANCES_PER_ROLE = 30
+
+
+class AwsSettingsError(SpecError, EnvironmentError_):
+    """A setting of the aws environment that cannot work, found before any machine
+    exists. A SpecError (the validate task fails at once, without retry) whose field
+    says where the value comes from: ``params.<key>`` (a run param),
+    ``environmentSettings.<key>`` (the suite) or ``BROKERBENCH_AWS_SETTINGS.<key>``
+    (the site settings); and an EnvironmentError_ for callers of provision."""
+
+    def __init__(self, message: str, field: str):
+        SpecError.__init__(self, message, None, field)
+
+
+def merge_settings(settings: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The settings the environment runs with: :data:`DEFAULTS` < the given settings
+    (suite environmentSettings refined by params) < site settings; the mappings
+    ``instance_types`` and ``broker_versions`` merged key by key. Returns (merged, site)."""
+    site = site_settings()
+    given = {**{k: v for k, v in (settings or {}).items() if v is not None}, **site}
+    merged = {**DEFAULTS, **given}
+    for key in ("instance_types", "broker_versions"):
+        ours, theirs = (settings or {}).get(key), site.get(key)
+        if all(v is None or isinstance(v, dict) for v in (ours, theirs)):
+            merged[key] = {**DEFAULTS[key], **(ours or {}), **(theirs or {})}
+    return merged, site
+
+
+def needs_metadata(settings: dict[str, Any], brokers: list[str]) -> bool:
+    """ZooKeeper hosts are needed by Pulsar, and by Kafka in ZooKeeper mode (installed brokers only)."""
+    if settings["deploy_mode"] == "local":
+        return False
+    return "pulsar" in brokers or ("kafka" in brokers and kafka_mode(
+        str(settings["broker_versions"]["kafka"]), settings.get("kafka_mode")) == "zookeeper")
+
+
+def check_plan(plan: Any, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`check_settings` for a plan of the aws environment: its
+    ``environment_settings`` (params already merged in) and brokers. ``params``, the
+    run's params, only sharpen the error's field name (``params.<key>`` when the run
+    param gave the value). Returns the cost estimate."""
+    brokers = list(dict.fromkeys(i.broker for i in plan.items))
+    return check_settings(plan.environment_settings, brokers, plan, params=params, merged=False)
+
+
+def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | None = None, *,
+                   params: dict[str, Any] | None = None, merged: bool = True) -> dict[str, Any]:
+    """Everything about the aws settings that can be known before a machine exists;
+    raises :class:`AwsSettingsError` (a SpecError) naming the setting, returns the
+    cost estimate (the cap compared exactly).
+
+    ``settings`` as the environment holds them (``merged=True``: :func:`merge_settings`
+    already applied) or as given (``merged=False``: suite environmentSettings with
+    the params merged in, as the plan carries them; site settings and defaults are
+    added here)."""
+    site = site_settings() if merged else None
+    s, site = (settings, site) if merged else merge_settings(settings)
+    given_params = {k for k, v in (params or {}).items() if v not in (None, "", {}, [])}
+
+    def field(key: str, sub: str | None = None) -> str:
+        if key in (site or {}):
+            where = "BROKERBENCH_AWS_SETTINGS"
+        elif key in given_params or (key in PARAM_SETTINGS and params is None):
+            where = "params"
+        else:
+            where = "environmentSettings"
+        return f"{where}.{key}" + (f".{sub}" if sub else "")
+
+    def refuse(key: str, message: str, sub: str | None = None) -> None:
+        raise AwsSettingsError(message, field(key, sub))
+
+    def one_of(key: str, allowed: tuple[Any, ...]) -> None:
+        if s.get(key) not in allowed:
+            refuse(key, f"{s.get(key)!r} is not one of {', '.join(repr(a) for a in allowed)}")
+
+    for b in brokers:
+        if b not in VERSIONS:
+            raise AwsSettingsError(f"unknown broker {b!r}; the aws environment runs {', '.join(VERSIONS)}",
+                                   "brokers")
+    one_of("deploy_mode", ("install", "local"))
+    one_of("address", ("private", "public"))
+    one_of("worker_install", ("auto", "never"))
+    one_of("kafka_mode", (None, "kraft", "zookeeper"))
+    if not isinstance(s.get("worker_pip_args"), list) or not all(isinstance(a, str) for a in s["worker_pip_args"]):
+        refuse("worker_pip_args", f"expected a list of strings, got {s.get('worker_pip_args')!r}")
+
+    # required account/network settings
+    for key in ("ami", "controller_cidr"):
+        if not s.get(key):
+            refuse(key, "required for the aws environment (site settings BROKERBENCH_AWS_SETTINGS, the suite's "
+                        "environmentSettings or params); see docs/aws.md")
+    import ipaddress
+
+    try:
+        net = ipaddress.ip_network(str(s["controller_cidr"]), strict=False)
+    except ValueError:
+        refuse("controller_cidr", f"{s['controller_cidr']!r} is not an address or CIDR block "
+                                  "(e.g. 203.0.113.7/32)")
+    if net.prefixlen == 0:
+        refuse("controller_cidr", f"{s['controller_cidr']} would open SSH and the broker ports to the whole "
+                                  "internet; give the controller's own address")
+
+    # versions
+    versions = s.get("broker_versions")
+    if not isinstance(versions, dict):
+        refuse("broker_versions", f"expected a mapping broker -> version, got {versions!r}")
+    for b in brokers:
+        v = str(versions.get(b) or "")
+        if s["deploy_mode"] == "install" and v not in VERSIONS[b]:
+            refuse("broker_versions", f"{b} version {v!r} is not supported with deploy_mode install; "
+                                      f"supported: {', '.join(VERSIONS[b])}", b)
+    if "kafka" in brokers and s["deploy_mode"] == "install":
+        try:
+            kafka_mode(str(versions["kafka"]), s.get("kafka_mode"))
+        except EnvironmentError_ as e:
+            refuse("kafka_mode", str(e))
+
+    # tuning profile
+    from .aws_brokers import profiles
+
+    known = profiles() or {}
+    name = s.get("tuning_profile") or "default"
+    if not isinstance(name, str) or name not in known:
+        refuse("tuning_profile", f"unknown profile {name!r}; known: {', '.join(sorted(known))} "
+                                 "(include/infra/aws/profiles.yaml)")
+
+    # instance counts: suite "counts" refined by the param "instance_counts"
+    meta = needs_metadata(s, brokers)
+    for key in ("counts", "instance_counts"):
+        given = s.get(key)
+        if given in (None, {}):
+            continue
+        if not isinstance(given, dict):
+            refuse(key, f"expected a mapping role -> count ({', '.join(aws_fleet.ROLES)}), got {given!r}")
+        for role, n in given.items():
+            if role not in aws_fleet.ROLES:
+                refuse(key, f"unknown role {role!r}; roles: {', '.join(aws_fleet.ROLES)}", str(role))
+            if isinstance(n, bool) or not (isinstance(n, int) or (isinstance(n, float) and n.is_integer())
+                                           or (isinstance(n, str) and n.strip().isdigit())):
+                refuse(key, f"must be a whole number, got {n!r}", role)
+            if not 0 <= int(n) <= MAX_INSTANCES_PER_ROLE:
+                refuse(key, f"must be between 0 and {MAX_INSTANCES_PER_ROLE} (got {n!r})", role)
+    counts = aws_fleet.role_counts(s, meta)
+
+    def count_key(role: str) -> str:
+        """Where the role's count came from: the param instance_counts wins over the suite's counts."""
+        return next((k for k in ("instance_counts", "counts") if role in (s.get(k) or {})), "instance_counts")
+
+    for role in ("broker", "client"):
+        if counts[role] < 1:
+            refuse(count_key(role), f"at least 1 {role} instance is needed (got {counts[role]})", role)
+    if meta and counts["metadata"] < 1:
+        why = "pulsar" if "pulsar" in brokers else f"kafka {versions['kafka']} in ZooKeeper mode"
+        refuse(count_key("metadata"), f"at least 1 metadata (ZooKeeper) instance is needed for {why} "
+                                      f"(got {counts['metadata']})", "metadata")
+
+    # instance types, prices
+    prices = s.get("prices_usd_per_hour") or {}
+    if not isinstance(prices, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in prices.values()):
+        refuse("prices_usd_per_hour", f"expected a mapping instance type -> positive USD per hour, got {prices!r}")
+    types = s.get("instance_types")
+    if not isinstance(types, dict):
+        refuse("instance_types", f"expected a mapping role -> instance type, got {types!r}")
+    table = {**aws_fleet.PRICES_USD_PER_HOUR, **prices}
+    for role in types:
+        if role not in aws_fleet.ROLES:
+            refuse("instance_types", f"unknown role {role!r}; roles: {', '.join(aws_fleet.ROLES)}", str(role))
+    for role, n in counts.items():
+        if n <= 0:
+            continue
+        itype = types.get(role)
+        if not isinstance(itype, str) or not itype:
+            refuse("instance_types", f"no instance type for the {n} {role} instance(s)", role)
+        if itype not in table:
+            refuse("instance_types", f"no hourly price known for {itype!r}, so the cost cap cannot be checked: "
+                                     f"add it to the setting prices_usd_per_hour, or use one of "
+                                     f"{', '.join(sorted(table))}", role)
+
+    # cost and lifetime
+    for key in ("cost_cap_usd", "max_lifetime_hours"):
+        v = s.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+            refuse(key, f"must be a positive number, got {v!r}")
+    minutes = aws_fleet.expected_minutes(plan)
+    lifetime = s.get("max_lifetime_hours") or round(minutes / 60.0 * 1.5 + 1.0, 2)
+    cap = s.get("cost_cap_usd")
+    cost = aws_fleet.estimate_cost(types, counts, minutes, float(cap) if cap is not None else None,
+                                   float(lifetime), prices)
+    if cost.get("refused"):
+        refuse(cost.get("refused_field") or "cost_cap_usd", f"run refused before provisioning: {cost['refused']}")
+    return cost
+
+
 def site_settings() -> dict[str, Any]:
     """Settings of this installation (account, network, bastion), which win over the
     suite's: ``BROKERBENCH_AWS_SETTINGS`` = a JSON file path or inline JSON."""
@@ -589,8 +842,11 @@ def _write(path: Path, data: Any) -> None:
 
 
 def _cost_line(c: dict[str, Any]) -> str:
+    money = aws_fleet.money
     roles = ", ".join(f"{r['count']} x {r['instance_type']} (${r['usd_per_hour_each']}/h)" for r in c["roles"].values())
-    return (f"{roles} = ${c['usd_per_hour']}/h x {c['expected_hours']} h expected = ${c['expected_usd']} "
-            f"(at most ${c['max_usd']} over the {c['max_lifetime_hours']} h lifetime; cap "
-            f"{'none' if c['cost_cap_usd'] is None else '$' + format(c['cost_cap_usd'], '.2f')})")
+    cap = c["cost_cap_usd"]
+    expected, cap_text = (aws_fleet.money_pair(c["expected_usd"], cap) if cap is not None
+                          else (money(c["expected_usd"]), "none"))
+    return (f"{roles} = ${c['usd_per_hour']}/h x {c['expected_hours']} h expected = {expected} "
+            f"(at most {money(c['max_usd'])} over the {c['max_lifetime_hours']} h lifetime; cap {cap_text})")
 
