@@ -2,18 +2,25 @@
 
 Shape of a DAG (task groups per stage)::
 
-    setup:     validate -> provision (setup task) -> host_setup
+    setup:     validate -> acquire_environment (setup: waits for the environment's
+               lease) -> provision (setup) -> host_setup
     benchmark: <broker>__<variant> groups, one after the other:
                deploy -> prepare_topics -> warmup -> measure -> undeploy
     analysis:  aggregate (Spark) -> history (Spark, emits the history Asset)
                -> verdicts -> report -> regression_gate
-    teardown   (teardown task of provision: runs whatever failed)
+    teardown   (teardown of provision: runs whatever failed)
+    -> release_environment (teardown of acquire_environment)
+    -> run_outcome (teardown; fails the run unless every step succeeded)
 
 The groups are built from the suite's brokers x variants; params of a manual
 trigger may narrow them, and the groups not chosen skip themselves. A failed
 measurement does not stop the next broker (``undeploy`` runs on all_done),
-and aggregation runs on whatever was measured. Parsing imports only the spec
-layer and Airflow: no broker client, no Spark.
+and aggregation runs on whatever was measured; but every deploy also needs
+host_setup, so nothing is deployed or measured on hosts whose setup failed.
+The tasks that load the hosts run in the pool ``brokerbench_<environment>``
+(create it with one slot for ``local``); the lease (brokerbench.lease) keeps a
+whole run's measurements apart from any other run's. Parsing imports only the
+spec layer and Airflow: no broker client, no Spark.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, chain
 from brokerbench.operators import (
     AggregateResultsOperator,
     DeployBrokerOperator,
+    EnvironmentLeaseSensor,
+    ReleaseEnvironmentOperator,
     HistoryAppendOperator,
     RegressionGateOperator,
     VerdictOperator,
@@ -42,6 +51,11 @@ from brokerbench.pipeline import default_results_root
 
 #: emitted when a run's rows land in the history store; the comparison DAG is scheduled on it
 HISTORY_ASSET = Asset(name="brokerbench_history", uri="brokerbench://history")
+
+def pool_for(environment: str) -> str:
+    """The Airflow pool of the tasks that load an environment's hosts (``airflow pools set brokerbench_local 1``)."""
+    return f"brokerbench_{environment}"
+
 
 DEFAULT_ARGS = {
     "owner": "brokerbench",
@@ -117,11 +131,13 @@ def build_dag(suite_name: str) -> DAG:
         doc_md=__doc__,
     ) as dag:
         kw = {"suite": suite.name}
+        pool = {"pool": pool_for(suite.environment)}
         with TaskGroup("setup"):
             validate = ValidatePlanOperator(task_id="validate", retries=0, **kw)
-            provision = ProvisionOperator(task_id="provision", **kw)
-            host_setup = HostSetupOperator(task_id="host_setup", **kw)
-            validate >> provision >> host_setup
+            acquire = EnvironmentLeaseSensor(task_id="acquire_environment", retries=0, **pool, **kw)
+            provision = ProvisionOperator(task_id="provision", **pool, **kw)
+            host_setup = HostSetupOperator(task_id="host_setup", **pool, **kw)
+            validate >> acquire >> provision >> host_setup
 
         previous = host_setup
         with TaskGroup("benchmark"):
@@ -129,13 +145,15 @@ def build_dag(suite_name: str) -> DAG:
                 for variant in suite.variants:
                     with TaskGroup(f"{broker}__{variant}".replace("-", "_")):
                         bv = {"broker": broker, "variant": variant, **kw}
-                        deploy = DeployBrokerOperator(task_id="deploy", **bv)
-                        prepare = PrepareTopicsOperator(task_id="prepare_topics", **bv)
-                        warmup = RunPhaseOperator(task_id="warmup", phase="warmup", **bv)
-                        measure = RunPhaseOperator(task_id="measure", phase="measure", **bv)
+                        deploy = DeployBrokerOperator(task_id="deploy", **pool, **bv)
+                        prepare = PrepareTopicsOperator(task_id="prepare_topics", **pool, **bv)
+                        warmup = RunPhaseOperator(task_id="warmup", phase="warmup", **pool, **bv)
+                        measure = RunPhaseOperator(task_id="measure", phase="measure", **pool, **bv)
                         undeploy = UndeployBrokerOperator(task_id="undeploy", broker=broker,
-                                                          trigger_rule=TriggerRule.ALL_DONE, **kw)
+                                                          trigger_rule=TriggerRule.ALL_DONE, **pool, **kw)
                         chain(previous, deploy, prepare, warmup, measure, undeploy)
+                        # a failed host setup stops every group, not only the first
+                        host_setup >> deploy
                         previous = undeploy
 
         with TaskGroup("analysis"):
@@ -149,15 +167,16 @@ def build_dag(suite_name: str) -> DAG:
 
         teardown = TeardownOperator(task_id="teardown", retries=2, **kw)
         report >> teardown.as_teardown(setups=provision)
+        release = ReleaseEnvironmentOperator(task_id="release_environment", retries=2, **kw)
+        teardown >> release.as_teardown(setups=acquire)
 
-        # a failed step must fail the run even though later steps ran on all_done
-        watcher = RunOutcomeOperator(task_id="fail_run_if_any_task_failed", trigger_rule=TriggerRule.ONE_FAILED,
-                                     retries=0, **kw)
+        # The run's last word. A teardown, so it runs even when the run was stopped from the UI or the
+        # API; it fails the run (on_failure_fail_dagrun) when any step failed or the run was stopped.
+        outcome = RunOutcomeOperator(task_id="run_outcome", retries=0, **kw)
         for task in dag.tasks:
-            # a setup task may only be followed by all_success tasks (Airflow validates it); a failed
-            # provision still reaches the watcher through host_setup (upstream_failed)
-            if task is not watcher and not task.is_setup:
-                task >> watcher
+            if task is not outcome:
+                task >> outcome
+        outcome.as_teardown(setups=acquire, on_failure_fail_dagrun=True)
     return dag
 
 

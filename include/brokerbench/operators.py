@@ -7,12 +7,13 @@ imports happen inside ``execute`` so that parsing DAG files stays fast.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import sys
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink
+from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from brokerbench import pipeline
@@ -68,6 +69,42 @@ class ValidatePlanOperator(BrokerbenchStepOperator):
             raise AirflowFailException(str(e)) from e
 
 
+class EnvironmentLeaseSensor(BaseSensorOperator):
+    """Waits until this run holds its environment's lease (brokerbench.lease), then lets the run provision.
+
+    In ``reschedule`` mode: a waiting run holds no worker slot, shows as
+    ``up_for_reschedule``, and its log says which run holds the environment.
+    """
+
+    ui_color = "#fef9e7"
+
+    def __init__(self, *, suite: str, **kwargs: Any):
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", 10)
+        kwargs.setdefault("timeout", dt.timedelta(hours=24))
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def poke(self, context: Any) -> bool:
+        ctx = run_context(self.suite, context)
+        with ctx.synced():
+            busy = pipeline.acquire_environment(ctx)
+        if busy is not None:
+            log.info("waiting, not failing: %s. This run provisions when the lease is free.", busy)
+            return False
+        log.info("this run holds the lease of the %s environment", pipeline.lease_scope(ctx)[0])
+        return True
+
+
+class ReleaseEnvironmentOperator(BrokerbenchStepOperator):
+    """Gives the environment's lease back (a teardown: runs whatever happened to the run)."""
+
+    ui_color = "#f2f3f4"
+
+    def step(self, ctx):
+        return {"released": pipeline.release_environment(ctx)}
+
+
 class ProvisionOperator(BrokerbenchStepOperator):
     ui_color = "#d5f5e3"
 
@@ -95,7 +132,15 @@ class DeployBrokerOperator(_BrokerVariantOperator):
     ui_color = "#fdebd0"
 
     def step(self, ctx):
+        self._ctx = ctx
         return pipeline.deploy(ctx, self.broker, self.variant)
+
+    def on_kill(self) -> None:
+        """A deploy stopped half-way leaves no broker process behind."""
+        ctx = getattr(self, "_ctx", None)
+        if ctx is not None:
+            log.warning("deploy killed: stopping %s", self.broker)
+            pipeline.undeploy(ctx, self.broker)
 
 
 class PrepareTopicsOperator(_BrokerVariantOperator):
@@ -114,8 +159,30 @@ class RunPhaseOperator(_BrokerVariantOperator):
             raise ValueError(f"phase must be warmup or measure, not {phase!r}")
         self.phase = phase
 
+    def pre_execute(self, context: Any) -> None:
+        """execution_timeout from the plan: every workload's phase, plus the workers' own bound, plus 5 minutes."""
+        ctx = run_context(self.suite, context)
+        try:
+            with ctx.synced():
+                seconds = pipeline.phase_timeout_s(ctx, self.broker, self.variant, self.phase)
+        except (pipeline.NotSelected, FileNotFoundError):
+            return
+        if self.execution_timeout is None or self.execution_timeout.total_seconds() > seconds:
+            self.execution_timeout = dt.timedelta(seconds=seconds)
+            log.info("execution_timeout %.0f s (from the plan's %s durations)", seconds, self.phase)
+
     def step(self, ctx):
+        self._ctx = ctx
         return pipeline.run_phase(ctx, self.broker, self.variant, self.phase)
+
+    def on_kill(self) -> None:
+        """Killed from the UI, the API or by execution_timeout: stop this run's workers, so no load is left."""
+        ctx = getattr(self, "_ctx", None)
+        if ctx is None:
+            return
+        stopped = ctx.environment().stop_workers()
+        log.warning("%s killed: stopped %d worker process(es)%s", self.task_id, len(stopped),
+                    "".join(f"\n  {w}" for w in stopped))
 
 
 class UndeployBrokerOperator(BrokerbenchStepOperator):
@@ -325,13 +392,14 @@ class ReportOperator(BrokerbenchStepOperator):
 
 
 class RunOutcomeOperator(BaseOperator):
-    """Fails the DAG run when any task failed (the watcher pattern).
+    """The run's last word: fails the DAG run unless every step succeeded (or was not selected).
 
-    Airflow decides a run's state from its leaf tasks; since undeploy,
-    aggregation, report and teardown run after failures on purpose, a failed
-    measurement would otherwise end in a "successful" run. This task sits
-    downstream of every task with trigger rule one_failed: it is skipped when
-    all went well and fails the run otherwise.
+    Airflow decides a run's state from its leaf tasks, and undeploy, aggregation,
+    report and teardown run after failures on purpose. This task is a teardown
+    (so it runs even when the run was stopped from the UI or the API) with
+    ``on_failure_fail_dagrun``; it reads the states of the run's other tasks and
+    the run's own state, and fails when a task failed or could not run
+    (``upstream_failed``), or when the run was marked failed while it ran.
     """
 
     ui_color = "#f5b7b1"
@@ -341,10 +409,23 @@ class RunOutcomeOperator(BaseOperator):
         self.suite = suite
 
     def execute(self, context: Any) -> Any:
+        ti = context["ti"]
         ctx = run_context(self.suite, context)
-        raise AirflowFailException(
-            f"a task of this run failed (see the failed tasks' logs); every result measured is kept in "
-            f"{ctx.run_dir}")
+        states = ti.get_task_states(dag_id=ctx.dag_id, run_ids=[ctx.run_id]).get(ctx.run_id, {})
+        bad = {t: str(getattr(st, "value", st)) for t, st in sorted(states.items())
+               if t != self.task_id and str(getattr(st, "value", st)) in ("failed", "upstream_failed")}
+        run_state = ti.get_dagrun_state(dag_id=ctx.dag_id, run_id=ctx.run_id)
+        run_state = str(getattr(run_state, "value", run_state)).lower()
+        log.info("run %s: state %s; task states: %s", ctx.run_id, run_state,
+                 ", ".join(f"{t}={getattr(st, 'value', st)}" for t, st in sorted(states.items())))
+        if bad or run_state == "failed":
+            reasons = [f"{t}: {st}" for t, st in bad.items()]
+            if run_state == "failed":
+                reasons.append("the run was marked failed (stopped) while it ran")
+            raise AirflowFailException(
+                "this run did not complete: " + "; ".join(reasons) +
+                f". Every result measured is kept in {ctx.run_dir}")
+        return {"tasks": len(states), "run_state": run_state}
 
 
 class TeardownOperator(BrokerbenchStepOperator):

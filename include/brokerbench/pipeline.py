@@ -148,13 +148,61 @@ def validate(ctx: RunContext) -> dict[str, Any]:
     return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment}
 
 
+# -- the environment's lease (brokerbench.lease) ---------------------------------
+
+def lease_scope(ctx: RunContext) -> tuple[str, int]:
+    """The run's lease scope and its number of slots (``local``: this machine, 1; ``aws``: the setting
+    ``max_concurrent_runs``, default 1)."""
+    from brokerbench.lease import scope_for
+
+    env = ctx.environment_name()
+    if env == "local":
+        return scope_for(env), 1
+    settings = ctx._env_settings()
+    return scope_for(env), max(1, int(settings.get("max_concurrent_runs") or 1))
+
+
+def lease_ttl_s(ctx: RunContext) -> float:
+    """How long the lease lasts without renewal: the longest phase of the plan plus 30 minutes (every step
+    of the run renews it, so a crashed run frees the environment this long after its last step)."""
+    longest = max((max(i.workload.warmup_duration_minutes or 0, i.workload.test_duration_minutes or 0)
+                   for i in ctx.plan().items), default=0)
+    return longest * 60.0 + 1800.0
+
+
+def acquire_environment(ctx: RunContext):
+    """Take the environment's lease for this run: None when held, else :class:`brokerbench.lease.Busy`."""
+    from brokerbench import lease
+
+    scope, slots = lease_scope(ctx)
+    return lease.acquire(scope, ctx.run_key, slots=slots, ttl_s=lease_ttl_s(ctx),
+                         note=f"suite {ctx.suite}, results {ctx.run_dir}")
+
+
+def hold_environment(ctx: RunContext) -> None:
+    """Renew the run's lease before a step that loads the hosts; LeaseLost when the run does not hold it."""
+    from brokerbench import lease
+
+    scope, _ = lease_scope(ctx)
+    lease.renew(scope, ctx.run_key)
+
+
+def release_environment(ctx: RunContext) -> bool:
+    from brokerbench import lease
+
+    scope, _ = lease_scope(ctx)
+    return lease.release(scope, ctx.run_key)
+
+
 def provision(ctx: RunContext) -> dict[str, Any]:
+    hold_environment(ctx)
     fleet = ctx.environment().provision()
     ctx.write_json("provenance/fleet.json", fleet)
     return fleet
 
 
 def setup_hosts(ctx: RunContext) -> dict[str, Any]:
+    hold_environment(ctx)
     record = ctx.environment().setup_hosts()
     ctx.write_json("provenance/hosts.json", record)
     for h in record.get("hosts", []):
@@ -180,6 +228,7 @@ def _provenance_path(broker: str, variant: str) -> str:
 
 def deploy(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
     items = _items(ctx, broker, variant)
+    hold_environment(ctx)
     first = items[0]
     endpoint = ctx.environment().deploy(broker, first.broker_settings, variant, first.driver_overrides)
     record = {**endpoint.to_dict(), "variant_description": first.variant_description,
@@ -259,6 +308,7 @@ def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
     from brokerbench.worker.runner import prepare_job
 
     endpoint = _endpoint(ctx, broker, variant)
+    hold_environment(ctx)
     created = []
     for item in _items(ctx, broker, variant):
         job = _job(ctx, item, endpoint, "prepare", 0, 1, "prepare")
@@ -323,7 +373,11 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
     """
     plan = ctx.plan()
     endpoint = _endpoint(ctx, broker, variant)
+    hold_environment(ctx)
     env = ctx.environment()
+    # a killed earlier try of this task may have left its workers sending: never measure beside them
+    for w in env.stop_workers():
+        log.warning("stopped a leftover worker of an earlier try: %s", w)
     env.health(broker)  # a broker that died fails here, by name, before any load
     outcomes, failures = [], []
     for item in _items(ctx, broker, variant):
@@ -348,7 +402,7 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
         label = safe_name(f"{item.workload.id}__{item.driver.name}__{item.variant}__{phase}")
         phase_rec = env.before_phase(phase, label)
         try:
-            res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + 180)
+            res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + WORKER_GRACE_S)
         finally:
             if phase_rec is not None:
                 # host metrics of the phase, stored with the results (hostmetrics/<same path>/<host>.jsonl)
@@ -366,6 +420,20 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
         raise RuntimeError(f"{phase} on {broker} failed for {len(failures)} worker(s); results measured so far "
                            f"are kept in {ctx.run_dir / 'raw'}:\n" + "\n".join(failures))
     return outcomes
+
+
+#: the workers' own bound past a phase's duration (run_phase's timeout_s), s
+WORKER_GRACE_S = 180.0
+
+
+def phase_timeout_s(ctx: RunContext, broker: str, variant: str, phase: str) -> float:
+    """A phase task's execution_timeout: each workload's phase plus the workers' bound, plus 5 minutes."""
+    total = 0.0
+    for item in _items(ctx, broker, variant):
+        minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
+        if minutes:
+            total += minutes * 60.0 + WORKER_GRACE_S
+    return total + 300.0
 
 
 def undeploy(ctx: RunContext, broker: str) -> None:

@@ -42,7 +42,7 @@ def test_tags_retries_and_teardown(dag_id):
     dag = DAGS[dag_id]
     assert "brokerbench" in dag.tags and len(dag.tags) >= 2
     for task in dag.tasks:
-        if task.task_id not in ("setup.validate", "fail_run_if_any_task_failed"):
+        if task.task_id not in ("setup.validate", "setup.acquire_environment", "run_outcome"):
             assert task.retries >= 1, task.task_id
     teardown = dag.get_task("teardown")
     provision = dag.get_task("setup.provision")
@@ -60,12 +60,22 @@ def test_stage_chain_and_trigger_rules():
             for step in ("deploy", "prepare_topics", "warmup", "measure", "undeploy"):
                 assert f"{g}.{step}" in ids
             assert dag.get_task(f"{g}.undeploy").trigger_rule == TriggerRule.ALL_DONE
-            assert dag.get_task(f"{g}.warmup").downstream_task_ids == {f"{g}.measure", "fail_run_if_any_task_failed"}
+            assert dag.get_task(f"{g}.warmup").downstream_task_ids == {f"{g}.measure", "run_outcome"}
+            # a failed host setup stops every group's deploy, not only the first group's
+            assert "setup.host_setup" in dag.get_task(f"{g}.deploy").upstream_task_ids
+            for step in ("deploy", "prepare_topics", "warmup", "measure", "undeploy"):
+                assert dag.get_task(f"{g}.{step}").pool == "brokerbench_local"
     assert dag.get_task("analysis.aggregate").trigger_rule == TriggerRule.ALL_DONE
-    watcher = dag.get_task("fail_run_if_any_task_failed")
-    assert watcher.trigger_rule == TriggerRule.ONE_FAILED
-    # every task but the setup task (Airflow: a setup task is followed by all_success tasks only)
-    assert watcher.upstream_task_ids == {t.task_id for t in dag.tasks} - {watcher.task_id, "setup.provision"}
+    # the run's last word: a teardown (runs even when the run is stopped) that fails the run
+    outcome = dag.get_task("run_outcome")
+    assert outcome.is_teardown and outcome.on_failure_fail_dagrun
+    assert outcome.upstream_task_ids == {t.task_id for t in dag.tasks} - {outcome.task_id}
+    # the environment's lease: taken before provisioning, given back in a teardown
+    acquire, release = dag.get_task("setup.acquire_environment"), dag.get_task("release_environment")
+    assert acquire.is_setup and acquire.mode == "reschedule" and acquire.pool == "brokerbench_local"
+    assert release.is_teardown and acquire in release.upstream_list
+    assert "setup.provision" in acquire.downstream_task_ids and "setup.acquire_environment" in \
+        dag.get_task("setup.validate").downstream_task_ids
     dag.validate()
     chain_ids = ["analysis.aggregate", "analysis.history", "analysis.verdicts", "analysis.report",
                  "analysis.regression_gate"]

@@ -149,6 +149,11 @@ class Environment(ABC):
         ``out_paths``. Returns per-worker {"worker", "returncode", "path", "error"}.
         Worker output lines are progress: relay them to the task log."""
 
+    def stop_workers(self) -> list[str]:
+        """Stop every worker process of this run still running (a killed task's, a crashed try's), from a
+        fresh object and from any process. Returns a description of each one stopped. Default: none."""
+        return []
+
     @abstractmethod
     def teardown(self) -> dict[str, Any]:
         """Stop everything the run started. Idempotent; must work after any failure."""

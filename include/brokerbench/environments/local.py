@@ -210,6 +210,19 @@ class LocalEnvironment(Environment):
             results.append({"worker": r["worker"], "returncode": proc.returncode, "path": r["path"], "error": error})
         return results
 
+    def stop_workers(self) -> list[str]:
+        """SIGTERM (SIGKILL after 5 s) every worker process carrying this run's marker, whoever started it."""
+        procs = marked_processes(self.state_dir, "worker")
+        described = []
+        for p in procs:
+            try:
+                described.append(f"pid {p.pid}: {' '.join(p.cmdline())[:160]}")
+            except psutil.Error:
+                described.append(f"pid {p.pid}")
+        if procs:
+            terminate(procs, signal.SIGTERM, 5.0)
+        return described
+
     @staticmethod
     def _relay(proc: subprocess.Popen, worker: str, log_path: Path, tail: list[str]) -> None:
         with open(log_path, "a") as f:

@@ -1,0 +1,177 @@
+"""Environment leases: one measurement at a time on the hosts of an environment.
+
+Every entry point that loads benchmark hosts - a scheduled run, a manual
+trigger, a backfill, another suite's DAG, ``brokerbench bench`` from the shell
+(which runs the same DAG) - takes the lease of its environment before it
+provisions and gives it back in teardown. Airflow pools limit how many tasks run
+at once; they cannot hold a resource across the tasks of a run (deploy, warm-up,
+measure, undeploy), so the lease does that and the pools back it up.
+
+A lease is a small JSON file per scope, changed only under an exclusive
+``flock`` on a lock file beside it::
+
+    $BROKERBENCH_LOCK_DIR/<scope>.json     (default $BROKERBENCH_HOME/locks)
+    {"holders": {"<run key>": {"since": ..., "expires": ..., "note": ...}}}
+
+Scopes: ``local@<hostname>`` (slots 1: this machine is the one host under
+test) and ``aws`` (slots = the configured number of concurrent runs; each run
+has its own fleet, so one measurement per fleet is already given by the DAG's
+order). A holder renews its lease at every step; a lease not renewed before it
+expires (the holder's run died without teardown) is dropped with a warning, so
+a crashed run never blocks the environment for longer than its time-to-live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+log = logging.getLogger("brokerbench")
+
+
+def lock_dir() -> Path:
+    """``BROKERBENCH_LOCK_DIR``, else ``$BROKERBENCH_HOME/locks``: every entry point of a machine must share it."""
+    if os.environ.get("BROKERBENCH_LOCK_DIR"):
+        return Path(os.environ["BROKERBENCH_LOCK_DIR"])
+    from brokerbench.environments.local import brokerbench_home
+
+    return brokerbench_home() / "locks"
+
+
+def scope_for(environment: str) -> str:
+    """The lease scope of an environment: the machine for ``local``, the account for ``aws``."""
+    if environment == "local":
+        return f"local@{socket.gethostname()}"
+    return environment
+
+
+@dataclass
+class Busy:
+    """The lease is taken: who holds it, for a log line a waiting user can act on."""
+
+    scope: str
+    slots: int
+    holders: dict[str, dict[str, Any]]
+
+    def __str__(self) -> str:
+        now = time.time()
+        who = "; ".join(
+            f"run {key} (since {_iso(h['since'])}, {h.get('note') or 'no note'}; lease expires in "
+            f"{max(0, h['expires'] - now) / 60:.1f} min unless renewed)" for key, h in sorted(self.holders.items()))
+        return f"the {self.scope} environment is in use ({len(self.holders)} of {self.slots} slot(s)): {who}"
+
+
+class LeaseLost(RuntimeError):
+    """A step that loads the hosts found that its run does not hold the environment's lease."""
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _safe(scope: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._@=-]", "_", scope)
+
+
+@contextlib.contextmanager
+def _locked(scope: str) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The scope's lease document, read and written under an exclusive flock."""
+    d = lock_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{_safe(scope)}.json"
+    with open(d / f"{_safe(scope)}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError):
+                doc = {}
+            doc.setdefault("holders", {})
+            yield path, doc
+            tmp = path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(doc, indent=2, sort_keys=True))
+            tmp.replace(path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _drop_expired(scope: str, doc: dict[str, Any], now: float) -> None:
+    for key, h in list(doc["holders"].items()):
+        if h.get("expires", 0) < now:
+            log.warning("lease of %s held by run %s expired at %s without being released (its run died before "
+                        "teardown?): dropped", scope, key, _iso(h.get("expires", 0)))
+            doc["holders"].pop(key)
+
+
+def acquire(scope: str, holder: str, *, slots: int = 1, ttl_s: float = 3600.0, note: str = "") -> Busy | None:
+    """Take (or renew) ``holder``'s lease of ``scope``. None when held now; :class:`Busy` when all slots are taken."""
+    now = time.time()
+    with _locked(scope) as (_, doc):
+        _drop_expired(scope, doc, now)
+        holders = doc["holders"]
+        if holder in holders:
+            holders[holder]["expires"] = now + ttl_s
+            return None
+        if len(holders) >= max(1, slots):
+            return Busy(scope, slots, dict(holders))
+        holders[holder] = {"since": now, "expires": now + ttl_s, "ttl_s": ttl_s, "note": note,
+                           "pid": os.getpid(), "host": socket.gethostname()}
+        log.info("lease of %s taken by run %s (%d of %d slot(s); expires in %.0f min unless renewed)",
+                 scope, holder, len(holders), slots, ttl_s / 60)
+        return None
+
+
+def renew(scope: str, holder: str) -> None:
+    """Extend ``holder``'s lease by its time-to-live; :class:`LeaseLost` when it does not hold it."""
+    now = time.time()
+    with _locked(scope) as (_, doc):
+        _drop_expired(scope, doc, now)
+        h = doc["holders"].get(holder)
+        if h is None:
+            others = ", ".join(sorted(doc["holders"])) or "nobody"
+            raise LeaseLost(f"run {holder} does not hold the lease of the {scope} environment (held by {others}); "
+                            f"it must not load the hosts. Was the run's lease released or did it expire?")
+        h["expires"] = now + float(h.get("ttl_s", 3600.0))
+
+
+def release(scope: str, holder: str) -> bool:
+    """Give the lease back; True when ``holder`` held it."""
+    with _locked(scope) as (_, doc):
+        held = doc["holders"].pop(holder, None) is not None
+    if held:
+        log.info("lease of %s released by run %s", scope, holder)
+    return held
+
+
+def holders(scope: str) -> dict[str, dict[str, Any]]:
+    with _locked(scope) as (_, doc):
+        _drop_expired(scope, doc, time.time())
+        return dict(doc["holders"])
+
+
+@contextlib.contextmanager
+def held(scope: str, holder: str, *, slots: int = 1, ttl_s: float = 3600.0, note: str = "",
+         wait_s: float = 0.0, poll_s: float = 5.0) -> Iterator[None]:
+    """For entry points outside Airflow (bench scripts): wait up to ``wait_s`` for the lease, hold it, release it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        busy = acquire(scope, holder, slots=slots, ttl_s=ttl_s, note=note)
+        if busy is None:
+            break
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"gave up waiting after {wait_s:.0f} s: {busy}")
+        log.info("waiting: %s", busy)
+        time.sleep(poll_s)
+    try:
+        yield
+    finally:
+        release(scope, holder)

@@ -1,0 +1,81 @@
+"""Environment leases: one run at a time on the hosts, whichever process asks."""
+
+import multiprocessing
+import time
+
+import pytest
+
+from brokerbench import lease
+
+
+@pytest.fixture(autouse=True)
+def lock_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("BROKERBENCH_LOCK_DIR", str(tmp_path / "locks"))
+    return tmp_path / "locks"
+
+
+def test_second_run_waits_until_the_first_releases():
+    assert lease.acquire("local@h", "run-a", note="suite smoke") is None
+    busy = lease.acquire("local@h", "run-b")
+    assert isinstance(busy, lease.Busy)
+    text = str(busy)
+    assert "run-a" in text and "suite smoke" in text and "1 of 1 slot" in text
+    # the holder renews, the other does not get in
+    assert lease.acquire("local@h", "run-a") is None
+    lease.renew("local@h", "run-a")
+    assert lease.release("local@h", "run-a") is True
+    assert lease.acquire("local@h", "run-b") is None
+    assert set(lease.holders("local@h")) == {"run-b"}
+
+
+def test_slots_allow_that_many_runs():
+    assert lease.acquire("aws", "r1", slots=2) is None
+    assert lease.acquire("aws", "r2", slots=2) is None
+    busy = lease.acquire("aws", "r3", slots=2)
+    assert busy is not None and set(busy.holders) == {"r1", "r2"}
+
+
+def test_renew_without_the_lease_is_refused_naming_the_holder():
+    lease.acquire("local@h", "run-a")
+    with pytest.raises(lease.LeaseLost, match=r"run-b does not hold .*held by run-a"):
+        lease.renew("local@h", "run-b")
+
+
+def test_an_expired_lease_is_dropped(caplog):
+    lease.acquire("local@h", "crashed", ttl_s=0.05)
+    time.sleep(0.1)
+    with caplog.at_level("WARNING", logger="brokerbench"):
+        assert lease.acquire("local@h", "next") is None
+    assert "crashed expired" in caplog.text
+
+
+def _race(lock_dir: str, name: str, out) -> None:
+    import os
+
+    os.environ["BROKERBENCH_LOCK_DIR"] = lock_dir
+    out.put((name, lease.acquire("local@h", name) is None))
+
+
+def test_processes_racing_for_one_slot_get_it_once(lock_dir):
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(str(lock_dir), f"run-{i}", out)) for i in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    results = [out.get(timeout=5) for _ in procs]
+    winners = [name for name, won in results if won]
+    assert len(winners) == 1
+    assert set(lease.holders("local@h")) == set(winners)
+
+
+def test_held_context_waits_then_gives_up_with_the_reason():
+    lease.acquire("local@h", "run-a", note="nightly")
+    with pytest.raises(TimeoutError, match="run-a"):
+        with lease.held("local@h", "script", wait_s=0.2, poll_s=0.05):
+            pass
+    lease.release("local@h", "run-a")
+    with lease.held("local@h", "script"):
+        assert set(lease.holders("local@h")) == {"script"}
+    assert lease.holders("local@h") == {}
