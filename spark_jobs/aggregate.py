@@ -53,6 +53,17 @@ QUANTILE_MAP_PERCENTILES = [
     99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
 ]
 
+# -- validity rules (docs/results-format.md, "Status") -------------------------------
+
+#: workload kinds whose producers follow a fixed target rate (worker/runner.py KINDS);
+#: throughput-sweep (its own phase), consumer-only and unthrottled producer-only are not
+FIXED_RATE_KINDS = ("latency", "producer-only", "mixed", "backlog")
+#: a fixed-rate row whose publish rate is below this fraction of its target is invalid
+RATE_MIN_RATIO = 0.95
+#: mean CPU of processes that belong neither to this run nor to the kernel, % of all
+#: cores of the host (hostmetrics foreign_cpu_percent), above which a row is invalid
+FOREIGN_CPU_LIMIT_PERCENT = 25.0
+
 # -- input schema ----------------------------------------------------------------
 
 HISTOGRAM = T.StructType([
@@ -126,7 +137,22 @@ RECORD = T.StructType([
         T.StructField("clock_offset_ms", T.DoubleType()),
         T.StructField("client_bound", T.BooleanType()),
         T.StructField("reasons", T.ArrayType(T.StringType())),
+        T.StructField("invalid_reasons", T.ArrayType(T.StringType())),
     ])),
+])
+
+#: provenance/phases/<label>.json: the host metrics summary of every host (hostmetrics.summarise)
+PHASE = T.StructType([
+    T.StructField("phase", T.StringType()),
+    T.StructField("label", T.StringType()),
+    T.StructField("hosts", T.MapType(T.StringType(), T.StructType([
+        T.StructField("role", T.StringType()),
+        T.StructField("samples", T.LongType()),
+        T.StructField("foreign_cpu_mean_percent", T.DoubleType()),
+        T.StructField("foreign_cpu_max_percent", T.DoubleType()),
+        T.StructField("other_runs", T.ArrayType(T.StringType())),
+        T.StructField("other_runs_cpu_mean_percent", T.DoubleType()),
+    ]))),
 ])
 
 PROVENANCE = T.StructType([
@@ -226,6 +252,48 @@ def read_provenance(spark: SparkSession, run_dir: str) -> DataFrame | None:
             # compact the JSON text of the settings object onto one line
             F.regexp_replace(F.col("durability.settings"), r"\s*\n\s*", " ").alias("durability_settings"),
         )
+    )
+
+
+def phase_label(*cols: str) -> F.Column:
+    """The phase label of pipeline.run_phase: safe_name(workload__driver__variant__measure)."""
+    return F.regexp_replace(F.concat_ws("__", *[F.col(c) for c in cols], F.lit("measure")),
+                            r"[^A-Za-z0-9._=-]", "_")
+
+
+def _pct(col: str) -> F.Column:
+    return F.format_number(F.col(col), 1)
+
+
+def read_contention(spark: SparkSession, run_dir: str) -> DataFrame | None:
+    """Contention reasons per measured phase: (label, contention array<string>), from
+    provenance/phases/*.json (host metrics of every host during the phase); None when
+    the run has no such files."""
+    paths = glob_files(spark, f"{run_dir}/provenance/phases/*.json")
+    if not paths:
+        return None
+    hosts = (
+        spark.read.schema(PHASE).option("multiLine", True).json(paths)
+        .filter((F.col("phase") == "measure") & F.col("hosts").isNotNull())
+        .select("label", F.explode("hosts").alias("host", "h"))
+    )
+    other = F.when(
+        F.size(F.coalesce(F.col("h.other_runs"), F.array().cast("array<string>"))) > 0,
+        F.concat(F.lit("contended: another brokerbench run ("), F.concat_ws(", ", F.col("h.other_runs")),
+                 F.lit(") on "), F.col("host"), F.lit(" during the phase (its processes: mean "),
+                 F.coalesce(_pct("h.other_runs_cpu_mean_percent"), F.lit("?")), F.lit(" % CPU of all cores)")),
+    )
+    foreign = F.when(
+        F.col("h.foreign_cpu_mean_percent") > FOREIGN_CPU_LIMIT_PERCENT,
+        F.concat(F.lit("foreign load: mean "), _pct("h.foreign_cpu_mean_percent"),
+                 F.lit(" % CPU (of all cores) of processes not of this run on "), F.col("host"),
+                 F.lit(f" during the phase (limit {FOREIGN_CPU_LIMIT_PERCENT:g} %; max "),
+                 F.coalesce(_pct("h.foreign_cpu_max_percent"), F.lit("?")), F.lit(" %)")),
+    )
+    return (
+        hosts.select("label", F.array_compact(F.array(other, foreign)).alias("r"))
+        .groupBy("label")
+        .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("r")))).alias("contention"))
     )
 
 
@@ -347,14 +415,24 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         .select(
             "file", *COMBO, "worker", "host", "interval_s", "target_rate_msg_s", "message_size_bytes",
             "topics", "partitions_per_topic", "producers", "consumers", "client_library",
-            "client_library_version", "brokerbench_version", F.col("start_ns").alias("phase_start_ns"),
+            "client_library_version", "brokerbench_version", F.col("start_ns").alias("phase_start_ns"), "kind",
         )
         .cache()
     )
+    no_strings = F.array().cast("array<string>")
     ends = records.filter(F.col("record") == "end").select(
         "file", F.col("status").alias("end_status"), F.col("error").alias("end_error"), "cpu_percent",
         F.col("validity.client_bound").alias("client_bound"),
         F.col("validity.reasons").alias("validity_reasons"),
+        # the worker's invalidating rules (delay, clock offset, client-bound); files of
+        # workers that predate invalid_reasons: client_bound alone, with the worker's reasons
+        F.coalesce(
+            F.col("validity.invalid_reasons"),
+            F.when(F.col("validity.client_bound"),
+                   F.array(F.concat(F.lit("client-bound: "),
+                                    F.concat_ws("; ", F.coalesce(F.col("validity.reasons"), no_strings))))),
+            no_strings,
+        ).alias("worker_invalid"),
     )
     intervals = (
         records.filter(F.col("record") == "interval")
@@ -395,11 +473,20 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         F.max(F.col("client_bound").cast("int")).cast("boolean").alias("client_bound"),
         F.concat_ws("; ", F.array_sort(F.array_distinct(F.flatten(F.collect_list(
             F.coalesce(F.col("validity_reasons"), F.array().cast("array<string>"))))))).alias("validity_reasons"),
+        F.max("kind").alias("kind"),
+        F.array_sort(F.array_distinct(F.flatten(F.collect_list(
+            F.coalesce(F.col("worker_invalid"), no_strings))))).alias("worker_invalid_plain"),
+        F.array_sort(F.flatten(F.collect_list(F.transform(
+            F.coalesce(F.col("worker_invalid"), no_strings),
+            lambda r: F.concat(F.lit("worker "), F.col("worker"), F.lit(": "), r))))).alias("worker_invalid_named"),
     ).withColumn(
-        "status",
-        F.when(F.size("problems") == 0, F.lit("ok"))
-        .otherwise(F.concat(F.lit("partial: "), F.concat_ws("; ", "problems"))),
-    ).drop("problems")
+        "partial",
+        F.when(F.size("problems") > 0, F.concat(F.lit("partial: "), F.concat_ws("; ", "problems"))),
+    ).withColumn(
+        # one worker: its reasons as they are; several: each names its worker
+        "worker_invalid", F.when(F.col("workers") > 1, F.col("worker_invalid_named"))
+        .otherwise(F.col("worker_invalid_plain")),
+    ).drop("problems", "worker_invalid_plain", "worker_invalid_named")
 
     # -- counters -------------------------------------------------------------------
     last_interval = Window.partitionBy("file").orderBy(F.col("index").desc())
@@ -452,6 +539,37 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
                             ("durability_settings", "string")):
             summary = summary.withColumn(name, F.lit(None).cast(dtype))
 
+    # -- validity: which rows may serve as a baseline (docs/results-format.md) ------------
+    publish_rate = rate("messages_acked")
+    below_target = F.when(
+        F.col("kind").isin(*FIXED_RATE_KINDS) & (F.col("target_rate_msg_s") > 0) & publish_rate.isNotNull()
+        & (publish_rate < F.lit(RATE_MIN_RATIO) * F.col("target_rate_msg_s")),
+        F.concat(F.lit("publish rate "), F.format_number(publish_rate, 0), F.lit(" msg/s is "),
+                 F.format_number(publish_rate / F.col("target_rate_msg_s") * 100, 1),
+                 F.lit(" % of the target "), F.format_number(F.col("target_rate_msg_s"), 0),
+                 F.lit(f" msg/s (minimum {RATE_MIN_RATIO * 100:g} % for a fixed-rate workload)")),
+    )
+    contention = read_contention(spark, run_dir)
+    summary = summary.withColumn("label", phase_label("workload", "driver", "variant"))
+    if contention is not None:
+        summary = summary.join(contention, on="label", how="left")
+    else:
+        summary = summary.withColumn("contention", F.lit(None).cast("array<string>"))
+    invalid = F.concat(
+        F.coalesce(F.col("worker_invalid"), no_strings),
+        F.array_compact(F.array(below_target)),
+        F.coalesce(F.col("contention"), no_strings),
+    )
+    summary = (
+        summary.withColumn("invalid_reasons", F.when(F.size(invalid) > 0, F.concat_ws("; ", invalid)))
+        .withColumn("status", F.when(F.col("partial").isNotNull() & F.col("invalid_reasons").isNotNull(),
+                                     F.concat(F.col("partial"), F.lit(" | invalid: "), F.col("invalid_reasons")))
+                    .when(F.col("partial").isNotNull(), F.col("partial"))
+                    .when(F.col("invalid_reasons").isNotNull(),
+                          F.concat(F.lit("invalid: "), F.col("invalid_reasons")))
+                    .otherwise(F.lit("ok")))
+    )
+
     summary = summary.select(
         *COMBO,
         "broker_implementation", "broker_version",
@@ -475,6 +593,8 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         "client_cpu_max_percent",
         "client_bound",
         F.when(F.col("validity_reasons") != "", F.col("validity_reasons")).alias("validity_reasons"),
+        "kind",
+        "invalid_reasons",
         "status",
     ).orderBy(*COMBO)
 

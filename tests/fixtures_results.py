@@ -168,6 +168,9 @@ def build_synthetic_run(
     not_honoured: Mapping[tuple[str, str], str] | None = None,
     write_provenance: bool = True,
     validity: Mapping[tuple[str, str, int], dict] | None = None,
+    kinds: Mapping[tuple[str, str], str] | None = None,
+    target_rates: Mapping[tuple[str, str], float] | None = None,
+    phases: Mapping[tuple[str, str, str], Mapping[str, dict]] | None = None,
 ) -> dict[tuple[str, str, str, str], ComboTruth]:
     """Write a synthetic run directory and return the raw truth per combination.
 
@@ -175,6 +178,11 @@ def build_synthetic_run(
     record. ``not_honoured``: (broker, variant) -> note, written into the
     provenance with ``honoured: false``. Warm-up files carry much larger
     latencies (x1000) so a test notices if they leak into the summary.
+    ``kinds``: (broker, variant) -> workload kind in the meta records (default:
+    none, as files of workers before kinds existed). ``target_rates``:
+    (broker, variant) -> target rate per worker (default 45 msg/s; each worker
+    acks 40-45 msg/s). ``phases``: (broker, variant, phase) -> the ``hosts``
+    of ``provenance/phases/<label>.json`` (see :func:`write_phase_record`).
     """
     run_dir = Path(run_dir)
     rng = np.random.default_rng(seed)
@@ -191,6 +199,10 @@ def build_synthetic_run(
             truth[(workload, broker, driver, variant)] = combo
             # publish latency scale differs per combo so combos are distinguishable
             scale_us = 800.0 * (1 + b_i) * (1 + 2 * v_i)
+            target = float((target_rates or {}).get((broker, variant), 45.0))
+            for (pb, pv, phase_name), hosts in (phases or {}).items():
+                if (pb, pv) == (broker, variant):
+                    write_phase_record(run_dir, workload, driver, variant, phase_name, hosts)
             for phase, n_intervals in (("warmup", warmup_intervals), ("measure", intervals)):
                 phase_start = base_ns + (0 if phase == "warmup" else (warmup_intervals + 1) * interval_ns)
                 for w in range(workers):
@@ -200,10 +212,12 @@ def build_synthetic_run(
                     meta = default_meta(
                         workload=workload, driver=driver, broker=broker, variant=variant, phase=phase,
                         worker=worker, host=f"client{w + 1}", interval_s=interval_s,
-                        target_rate_msg_s=45.0, message_size_bytes=1024, topics=1,
+                        target_rate_msg_s=target, message_size_bytes=1024, topics=1,
                         partitions_per_topic=16, producers=1, consumers=1,
                         client_library=client, client_library_version=client_version, start_ns=w_start,
                     )
+                    if (kinds or {}).get((broker, variant)):
+                        meta["kind"] = kinds[(broker, variant)]  # type: ignore[index]
                     recs = []
                     for i in range(n_intervals):
                         n = samples_per_interval + int(rng.integers(0, 50))
@@ -244,7 +258,7 @@ def build_synthetic_run(
                             combo.interval_bounds.setdefault(i, []).append((start, end))
                     if phase == "measure":
                         combo.backlog_end += recs[-1]["backlog"] if recs else 0
-                        combo.target_rate_msg_s += 45.0
+                        combo.target_rate_msg_s += target
                         combo.workers += 1
                         combo.phase_start_ns = min(combo.phase_start_ns or w_start, w_start)
                     is_killed = phase == "measure" and (broker, variant, w) in killed
@@ -285,6 +299,29 @@ def build_synthetic_run(
             "dag_id": "brokerbench_synthetic", "run_id": "manual__test"}
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
     return truth
+
+
+def host_summary(foreign_mean: float = 3.0, foreign_max: float = 8.0, other_runs: Sequence[str] = (),
+                 other_cpu: float = 0.0, samples: int = 30) -> dict:
+    """One host's entry of a phase record, as hostmetrics.summarise writes it (CPU in % of all cores)."""
+    return {"role": "all", "samples": samples, "cpu_percent_avg": foreign_mean + 20.0,
+            "own_cpu_mean_percent": 20.0, "foreign_cpu_mean_percent": foreign_mean,
+            "foreign_cpu_max_percent": foreign_max, "unattributed_cpu_mean_percent": 0.5,
+            "other_runs": list(other_runs), "other_runs_cpu_mean_percent": other_cpu,
+            "other_runs_samples": samples if other_runs else 0}
+
+
+def write_phase_record(run_dir: str | Path, workload: str, driver: str, variant: str, phase: str,
+                       hosts: Mapping[str, dict]) -> Path:
+    """``provenance/phases/<label>.json`` as pipeline.run_phase writes it (label as there)."""
+    import re
+
+    label = re.sub(r"[^A-Za-z0-9._=-]", "_", f"{workload}__{driver}__{variant}__{phase}")
+    path = Path(run_dir) / "provenance" / "phases" / f"{label}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"phase": phase, "label": label, "page_cache": [],
+                                "metrics": [{"host": h} for h in hosts], "hosts": dict(hosts)}, indent=2))
+    return path
 
 
 @dataclass

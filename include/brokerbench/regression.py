@@ -18,6 +18,13 @@ metric of :data:`METRICS`:
 4. change = value - centre, signed so that positive = worse (latency up,
    rate down). change > threshold -> ``regressed``; change < -threshold ->
    ``improved``; otherwise ``unchanged``. A missing value -> ``no data``.
+
+Validity: a row whose status is not ``ok`` (``invalid: <reasons>`` - the
+measurement broke a validity rule of docs/results-format.md - or
+``partial: ...``) is never part of a baseline, and is never judged itself:
+it gets one verdict ``not judged: invalid (<reasons>)`` (or ``not judged:
+partial (...)``) for all metrics, whose evidence names the rules that
+produced it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,20 @@ IMPROVED = "improved"
 UNCHANGED = "unchanged"
 INSUFFICIENT = "insufficient history"
 NO_DATA = "no data"
+#: prefix of the verdict of a row that is not valid: "not judged: invalid (<reasons>)"
+NOT_JUDGED = "not judged"
+#: the metric name of that single verdict
+ALL_METRICS = "(all metrics)"
+
+#: the validity rules, by how their reason starts (spark_jobs/aggregate.py, worker/runner.py)
+VALIDITY_RULES = (
+    ("client-bound", "client-bound (the load generator limited the result)"),
+    ("publish-delay", "publish delay above the schedule rule"),
+    ("clock offset", "clock offset between hosts"),
+    ("publish rate", "publish rate below target"),
+    ("contended", "another brokerbench run on a host"),
+    ("foreign load", "foreign load on a host"),
+)
 
 #: MAD x 1.4826 estimates the standard deviation of normally distributed values
 MAD_TO_SIGMA = 1.4826
@@ -146,6 +167,50 @@ def judge(value: Any, baseline: Sequence[Any], metric: Metric, rule: Rule = Rule
             "change": change, "change_percent": pct, "threshold": threshold, "evidence": evidence}
 
 
+def is_valid(row: Mapping[str, Any]) -> bool:
+    """True for a row that may be judged and may serve as a baseline: status ``ok``."""
+    return row.get("status") == "ok"
+
+
+def split_status(status: Any) -> tuple[str, str]:
+    """("invalid" | "partial" | "ok" | ..., the rest) of a status value.
+
+    A status ``partial: ... | invalid: ...`` (both) gives ("partial", the whole text after ``partial: ``).
+    """
+    text = "" if status is None else str(status)
+    kind, _, rest = text.partition(": ")
+    return (kind or "unknown"), rest
+
+
+def validity_rules(reasons: str | None) -> list[str]:
+    """The names of the validity rules that produced ``reasons`` ("; "-separated, each maybe
+    prefixed ``worker <w>: ``), in :data:`VALIDITY_RULES` order."""
+    found = set()
+    for part in (reasons or "").split("; "):
+        part = part.strip()
+        if part.startswith("worker ") and ": " in part:
+            part = part.split(": ", 1)[1]
+        for prefix, name in VALIDITY_RULES:
+            if part.startswith(prefix):
+                found.add(name)
+    return [name for _, name in VALIDITY_RULES if name in found]
+
+
+def not_judged(row: Mapping[str, Any]) -> tuple[str, str]:
+    """(verdict, evidence) of a row that is not valid."""
+    kind, rest = split_status(row.get("status"))
+    reasons = row.get("invalid_reasons") or (rest if kind == "invalid" else
+                                             rest.partition(" | invalid: ")[2] or None)
+    rules = validity_rules(reasons)
+    verdict = f"{NOT_JUDGED}: {kind} ({rest})" if rest else f"{NOT_JUDGED}: {kind}"
+    evidence = f"status {row.get('status')!s}: a row whose status is not ok is never judged nor a baseline"
+    if rules:
+        evidence += "; validity rule(s): " + ", ".join(rules)
+    if kind == "partial":
+        evidence += "; a worker's result file is incomplete"
+    return verdict, evidence
+
+
 def track_of(row: Mapping[str, Any]) -> tuple:
     return tuple(row.get(k) for k in TRACK) + (_number(row.get("target_rate_msg_s")),)
 
@@ -165,23 +230,32 @@ def verdicts_for_run(
     variant, with ``run_key`` and ``run_ts``). ``history``: every history row
     (it may contain the current run's rows; they are never their own
     baseline). Baseline rows are earlier (``run_ts``) runs of the same track
-    with status ``ok``.
+    with status ``ok``. A current row whose status is not ``ok`` gets a
+    single ``not judged: ...`` verdict (metric :data:`ALL_METRICS`).
     """
     history = list(history)
     out: list[Verdict] = []
     for row in sorted(current, key=lambda r: (str(r.get("workload")), str(r.get("broker")), str(r.get("variant")))):
+        if not is_valid(row):
+            verdict, evidence = not_judged(row)
+            out.append(Verdict(
+                workload=str(row.get("workload")), broker=str(row.get("broker")), variant=str(row.get("variant")),
+                broker_version=row.get("broker_version"), metric=ALL_METRICS, better="", verdict=verdict,
+                value=None, evidence=evidence))
+            continue
         key = track_of(row)
         this_run = row.get("run_key")
         this_ts = str(row.get("run_ts") or "")
-        base_rows = sorted(
-            (h for h in history
-             if track_of(h) == key and h.get("run_key") != this_run and str(h.get("run_ts") or "") < this_ts
-             and h.get("status") == "ok" and h.get("driver") == row.get("driver")),
-            key=_order_key,
-        )
+        earlier = [h for h in history
+                   if track_of(h) == key and h.get("run_key") != this_run and str(h.get("run_ts") or "") < this_ts
+                   and h.get("driver") == row.get("driver")]
+        base_rows = sorted((h for h in earlier if is_valid(h)), key=_order_key)
+        excluded = len({h.get("run_key") for h in earlier if not is_valid(h)})
         for metric in rule.metrics:
             usable = [h for h in base_rows if _number(h.get(metric.column)) is not None][-rule.baseline_runs:]
             j = judge(row.get(metric.column), [h.get(metric.column) for h in usable], metric, rule)
+            if excluded:
+                j["evidence"] += f"; {excluded} earlier run(s) of this track not ok (invalid or partial): not used"
             out.append(Verdict(
                 workload=str(row.get("workload")), broker=str(row.get("broker")), variant=str(row.get("variant")),
                 broker_version=row.get("broker_version"), metric=metric.column, better=metric.better,
@@ -193,8 +267,16 @@ def verdicts_for_run(
     return out
 
 
+def verdict_class(verdict: str | None) -> str:
+    """A verdict without its reasons: ``not judged: invalid (...)`` -> ``not judged: invalid``."""
+    text = str(verdict)
+    return text.split(" (", 1)[0] if text.startswith(NOT_JUDGED) else text
+
+
 def counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
+    """Verdicts per class (``not judged`` ones without their reasons)."""
     c: dict[str, int] = {}
     for v in verdicts:
-        c[v.verdict] = c.get(v.verdict, 0) + 1
+        k = verdict_class(v.verdict)
+        c[k] = c.get(k, 0) + 1
     return c

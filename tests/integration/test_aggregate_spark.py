@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import (  # noqa: E402
-    build_synthetic_run, default_meta, write_sweep_run, write_worker_file,
+    build_synthetic_run, default_meta, host_summary, write_sweep_run, write_worker_file,
 )
 
 from brokerbench.histogram import LogHistogram  # noqa: E402
@@ -74,7 +74,22 @@ def run(tmp_path_factory):
                                             "publish_delay_p99_us": 12000.0, "cpu_percent": 99.0,
                                             "clock_offset_ms": 0.0, "client_bound": True,
                                             "reasons": ["client CPU 99 % of one core", "achieved rate 67 % of target"]},
-                  ("kafka", "default", 1): {"client_bound": False, "reasons": []}},
+                  ("kafka", "default", 1): {"client_bound": False, "reasons": ["publish-delay p99 1458.0 ms > 50 ms"],
+                                            "invalid_reasons": ["publish-delay p99 1,458.0 ms > 50 ms: the producers "
+                                                                "did not keep their send schedule"]}},
+        # pulsar/default: a fixed-rate workload at 42 % of its target; kafka/fsync: at its target
+        kinds={("pulsar", "default"): "latency", ("kafka", "fsync"): "latency"},
+        target_rates={("pulsar", "default"): 100.0, ("kafka", "fsync"): 40.0},
+        phases={
+            # kafka/fsync: another run's broker and foreign load on the host while it was measured
+            ("kafka", "fsync", "measure"): {"localhost": host_summary(
+                foreign_mean=43.2, foreign_max=97.5, other_runs=["/srv/bb/state/brokerbench_nightly__other"],
+                other_cpu=38.0)},
+            # the warm-up does not count; quiet measured phases pass
+            ("pulsar", "fsync", "warmup"): {"localhost": host_summary(foreign_mean=80.0, other_runs=["/x"])},
+            ("pulsar", "fsync", "measure"): {"localhost": host_summary(foreign_mean=4.0)},
+            ("pulsar", "default", "measure"): {"localhost": host_summary(foreign_mean=24.9)},
+        },
     )
     # a throughput sweep beside the measured phase: it must land in sweep.csv only
     sweep_truth = write_sweep_run(run_dir, broker="kafka", variant="default")
@@ -109,12 +124,54 @@ def test_sweep_csv_one_row_per_step_with_exact_latencies(run):
         assert float(row["highest_stable_rate_msg_s"]) == 5000.0
 
 
+W = "1-topic-16-partitions-1kb"
+
+
 def test_validity_carried_into_summary(run):
-    kafka = run["summary"][("1-topic-16-partitions-1kb", "kafka", "kafka-latency", "default")]
+    kafka = run["summary"][(W, "kafka", "kafka-latency", "default")]
     assert kafka["client_bound"] == "True"
-    assert kafka["validity_reasons"] == "achieved rate 67 % of target; client CPU 99 % of one core"
-    other = run["summary"][("1-topic-16-partitions-1kb", "pulsar", "pulsar-latency", "default")]
+    assert kafka["validity_reasons"] == ("achieved rate 67 % of target; client CPU 99 % of one core; "
+                                         "publish-delay p99 1458.0 ms > 50 ms")
+    other = run["summary"][(W, "pulsar", "pulsar-latency", "default")]
     assert other["client_bound"] == "" and other["validity_reasons"] == ""
+
+
+def test_client_bound_and_late_schedule_make_a_row_invalid(run):
+    kafka = run["summary"][(W, "kafka", "kafka-latency", "default")]
+    # two workers: every reason names its worker; client1-0's file predates invalid_reasons
+    # (client_bound alone, with its reasons), client2-0 reports the delay rule itself
+    reasons = ("worker client1-0: client-bound: client CPU 99 % of one core; achieved rate 67 % of target; "
+               "worker client2-0: publish-delay p99 1,458.0 ms > 50 ms: the producers did not keep their "
+               "send schedule")
+    assert kafka["status"] == "invalid: " + reasons
+    assert kafka["invalid_reasons"] == reasons
+
+
+def test_below_target_rate_makes_a_fixed_rate_row_invalid(run):
+    row = run["summary"][(W, "pulsar", "pulsar-latency", "default")]
+    combo = run["truth"][(W, "pulsar", "pulsar-latency", "default")]
+    rate = combo.counters["acked"] / combo.measured_seconds
+    assert float(row["target_rate_msg_s"]) == 200.0 and row["kind"] == "latency"
+    assert rate < 0.95 * 200
+    assert row["status"] == (f"invalid: publish rate {rate:,.0f} msg/s is {rate / 200 * 100:.1f} % of the target "
+                             f"200 msg/s (minimum 95 % for a fixed-rate workload)")
+    # foreign load of 24.9 % on its host is under the limit (25 %): no reason of its own
+
+
+def test_contention_from_host_metrics_makes_a_row_invalid(run):
+    row = run["summary"][(W, "kafka", "kafka-latency", "fsync")]
+    # at its target (40 msg/s per worker): the rate rule passes
+    assert float(row["publish_rate_msg_s"]) >= 0.95 * float(row["target_rate_msg_s"]) == 76.0
+    assert row["status"] == (
+        "invalid: contended: another brokerbench run (/srv/bb/state/brokerbench_nightly__other) on localhost "
+        "during the phase (its processes: mean 38.0 % CPU of all cores); foreign load: mean 43.2 % CPU "
+        "(of all cores) of processes not of this run on localhost during the phase (limit 25 %; max 97.5 %)")
+
+
+def test_partial_wins_and_warmup_contention_is_ignored(run):
+    row = run["summary"][(W, "pulsar", "pulsar-latency", "fsync")]
+    assert row["status"].startswith("partial: ") and "invalid" not in row["status"]
+    assert row["invalid_reasons"] == ""
 
 
 def test_one_summary_row_per_combo_in_csv_and_parquet(run):
@@ -175,7 +232,8 @@ def test_counts_and_rates_exact(run):
         assert float(row["send_rate_msg_s"]) == pytest.approx(c["sent"] / seconds, rel=1e-12)
         assert float(row["consume_rate_msg_s"]) == pytest.approx(c["received"] / seconds, rel=1e-12)
         assert float(row["publish_error_rate_msg_s"]) == pytest.approx(c["send_errors"] / seconds, rel=1e-12)
-        assert float(row["target_rate_msg_s"]) == combo.target_rate_msg_s == 90.0
+        assert float(row["target_rate_msg_s"]) == combo.target_rate_msg_s == {
+            "pulsar/default": 200.0, "kafka/fsync": 80.0}.get(f"{key[1]}/{key[3]}", 90.0)
         assert int(row["e2e_negative_count"]) == 2
         assert int(row["latency_overflow_count"]) == 0
         assert row["client_library"] in ("kafka-python", "pulsar-client")
@@ -269,7 +327,8 @@ def test_partial_status_for_missing_end_record(run):
     bad = statuses.pop(("pulsar", "pulsar-latency", "fsync"))
     assert bad.startswith("partial: ")
     assert "client2-0" in bad and "no end record" in bad
-    assert set(statuses.values()) == {"ok"}
+    # every other row has an invalid measurement (tests above); none is partial
+    assert not any(s.startswith("partial") for s in statuses.values())
     # the killed worker's completed intervals still count
     assert int(run["summary"][("1-topic-16-partitions-1kb", "pulsar", "pulsar-latency", "fsync")]["workers"]) == 2
     assert "partial" in run["proc"].stdout

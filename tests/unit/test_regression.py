@@ -15,8 +15,10 @@ from brokerbench.regression import (
     UNCHANGED,
     Metric,
     Rule,
+    counts,
     judge,
     robust_spread,
+    validity_rules,
     verdicts_for_run,
 )
 
@@ -127,3 +129,56 @@ def test_first_runs_of_a_new_version_have_insufficient_history():
     current = history_row(8, 5.0, version="4.0.0")
     out = {v.metric: v for v in verdicts_for_run([current], history + [current])}
     assert out["publish_latency_p99_ms"].verdict == INSUFFICIENT
+
+
+# -- validity: invalid rows are never a baseline and never judged ---------------------------
+
+CLIENT_BOUND = ("client-bound: client process CPU 97 % (>= 85 %: about one core is the ceiling of one Python "
+                "process); publish-delay p99 1,458.0 ms > 50 ms: the producers did not keep their send schedule")
+
+
+def test_invalid_runs_are_excluded_from_the_baseline():
+    # five quiet runs at 3.9 ms, then two overlapping runs at 1,458 ms that were flagged invalid
+    history = [history_row(i, 3.9 + 0.05 * (i % 2)) for i in range(1, 6)]
+    history += [history_row(i, 1458.0, status=f"invalid: {CLIENT_BOUND}", invalid_reasons=CLIENT_BOUND,
+                            publish_rate_msg_s=4849.0) for i in (6, 7)]
+    current = history_row(8, 4.0)
+    out = {v.metric: v for v in verdicts_for_run([current], history + [current])}
+    p99 = out["publish_latency_p99_ms"]
+    # had the invalid runs been in the baseline, the median of 7 would still be 3.9-ish, but
+    # the spread would be huge; here it is computed from the five ok runs only
+    assert p99.baseline_n == 5 and p99.baseline_runs == [f"dag__scheduled__{i:03d}" for i in range(1, 6)]
+    assert p99.baseline_median == pytest.approx(3.95) and p99.baseline_spread < 0.1
+    assert p99.verdict == UNCHANGED
+    assert "2 earlier run(s) of this track not ok" in p99.evidence
+    # three ok runs and four invalid ones: too little valid history
+    short = [history_row(i, 3.9) for i in (1, 2)] + history[5:]
+    out = {v.metric: v for v in verdicts_for_run([current], short + [current])}
+    assert out["publish_latency_p99_ms"].verdict == INSUFFICIENT
+
+
+def test_an_invalid_current_row_gets_no_verdict():
+    history = [history_row(i, 3.9) for i in range(1, 8)]
+    reasons = CLIENT_BOUND + "; contended: another brokerbench run (/srv/state/other) on localhost during the phase"
+    current = history_row(8, 1458.0, status=f"invalid: {reasons}", invalid_reasons=reasons)
+    out = verdicts_for_run([current], history + [current])
+    assert len(out) == 1
+    v = out[0]
+    assert v.verdict == f"not judged: invalid ({reasons})"
+    assert v.metric == "(all metrics)" and v.value is None and v.baseline_n == 0
+    assert not any(x.verdict == REGRESSED for x in out)  # 1,458 ms vs 3.9 ms is not called a regression
+    assert ("validity rule(s): client-bound (the load generator limited the result), publish delay above the "
+            "schedule rule, another brokerbench run on a host") in v.evidence
+    assert counts(out) == {"not judged: invalid": 1}
+
+
+def test_a_partial_current_row_gets_no_verdict_and_rules_are_named_per_worker():
+    history = [history_row(i, 3.9) for i in range(1, 8)]
+    status = ("partial: worker w2 has no end record | invalid: worker w1: publish rate 10 msg/s is 1.0 % of "
+              "the target 1,000 msg/s (minimum 95 % for a fixed-rate workload)")
+    current = history_row(8, 3.9, status=status)
+    (v,) = verdicts_for_run([current], history + [current])
+    assert v.verdict.startswith("not judged: partial (worker w2 has no end record | invalid: ")
+    assert "incomplete" in v.evidence and "validity rule(s): publish rate below target" in v.evidence
+    assert validity_rules("worker w1: publish rate 10 msg/s is 1.0 %; worker w2: foreign load: mean 43 %") == [
+        "publish rate below target", "foreign load on a host"]

@@ -10,7 +10,10 @@
   A broker whose implementation did not honour the variant is marked: it is
   not at that durability level.
 
-Only runs with status ``ok`` are compared. Figures of one run are the exact
+Only runs with status ``ok`` are compared: rows whose status is ``invalid:
+...`` (the measurement broke a validity rule, docs/results-format.md) or
+``partial: ...`` stay in the history but are left out, and the report says
+how many. Figures of one run are the exact
 percentiles of that run's merged histograms; across runs only medians of run
 results are shown, and labelled so.
 """
@@ -80,13 +83,32 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def render_comparison(rows: list[dict[str, Any]], title: str = "brokerbench comparison") -> str:
+def excluded_rows(rows: Iterable[dict[str, Any]], environment: str | None = None,
+                  brokers: Sequence[str] | None = None) -> dict[str, int]:
+    """How many history rows (of the environment and brokers compared) are left out, per status kind."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r.get("status") == "ok" or (environment is not None and r.get("environment") != environment) \
+                or (brokers and r.get("broker") not in brokers):
+            continue
+        kind = str(r.get("status") or "no status").split(":", 1)[0]
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def render_comparison(rows: list[dict[str, Any]], title: str = "brokerbench comparison",
+                      excluded: dict[str, int] | None = None) -> str:
     versions = version_rows(rows)
     brokers = side_by_side(rows)
+    left_out = ""
+    if excluded:
+        left_out = (" Left out: " + ", ".join(f"{n} {k} row(s)" for k, n in sorted(excluded.items()))
+                    + " (status not ok: an invalid measurement or an incomplete result).")
     parts = [f"<h1>{esc(title)}</h1>",
              f"<p class='meta'>{len(rows)} history rows of {len({r.get('run_key') for r in rows})} runs "
              f"(status ok); generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC. Each figure of a run is a "
-             f"percentile of that run's merged histograms; 'median over runs' is the median of run results.</p>",
+             f"percentile of that run's merged histograms; 'median over runs' is the median of run results."
+             f"{esc(left_out)}</p>",
              "<h2>Versions of one broker</h2>"]
     if not versions:
         parts.append("<p>No history yet.</p>")
@@ -139,11 +161,13 @@ def text_summary(rows: list[dict[str, Any]]) -> str:
 def build_comparison(history_root: str | Path, out_dir: str | Path, environment: str | None = None,
                      brokers: Sequence[str] | None = None) -> Path:
     """Write ``<out_dir>/comparison.html`` from the history store; returns its path."""
-    rows = _ok(read_history(history_root), environment, brokers)
+    everything = read_history(history_root)
+    rows = _ok(everything, environment, brokers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "comparison.html"
     tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render_comparison(rows), encoding="utf-8")
+    tmp.write_text(render_comparison(rows, excluded=excluded_rows(everything, environment, brokers)),
+                   encoding="utf-8")
     tmp.replace(path)
     return path

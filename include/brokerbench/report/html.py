@@ -16,6 +16,8 @@ from typing import Any, Iterable, Sequence
 import brokerbench
 
 from .charts import line_chart_png, quantile_chart_png, series_by_combo, trend_chart_png
+from brokerbench.regression import split_status, validity_rules, verdict_class
+
 from .data import RunData, column_label, column_unit, load_run
 
 #: the compact results table (full table below it has every column)
@@ -45,6 +47,13 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .scroll { overflow-x: auto; max-width: 100%; }
 tr.not-honoured td { background: #fff1e0; }
 tr.partial td { background: #fde8e8; }
+tr.invalid td { background: #f3e5f5; }
+.badge { display: inline-block; padding: 0 0.4em; border-radius: 3px; font-weight: bold; font-size: 0.9em; }
+.badge.ok { background: #e6f4ea; color: #1b5e20; } .badge.invalid { background: #6a1b9a; color: #fff; }
+.badge.partial { background: #c62828; color: #fff; }
+.reasons { font-size: 0.9em; color: #444; min-width: 24em; }
+.invalidbox { background: #f3e5f5; border-left: 4px solid #6a1b9a; padding: 0.5em 0.8em; margin: 0.5em 0; }
+tr.verdict.notjudged td { background: #f3e5f5; color: #444; }
 .warn { background: #fff1e0; border-left: 4px solid #e07b00; padding: 0.5em 0.8em; margin: 0.5em 0; }
 .bad { background: #fde8e8; border-left: 4px solid #c62828; padding: 0.5em 0.8em; margin: 0.5em 0; }
 .marker { color: #b35c00; font-weight: bold; }
@@ -127,8 +136,30 @@ def _not_honoured(data: RunData, row: dict[str, Any]) -> bool:
 
 
 def _is_partial(row: dict[str, Any]) -> bool:
+    """Any status but ok (partial or invalid): the row is marked and never a baseline."""
     status = row.get("status")
-    return status is not None and status != "ok"
+    return status is not None and status != "" and status != "ok"
+
+
+def status_kind(row: dict[str, Any]) -> str:
+    """"ok", "invalid", "partial" (also when invalid as well) or "" (no status)."""
+    status = str(row.get("status") or "")
+    if not status:
+        return ""
+    return split_status(status)[0]
+
+
+def status_cell(row: dict[str, Any]) -> str:
+    """The status as a badge, with the reasons after it (escaped HTML)."""
+    status = str(row.get("status") or "")
+    kind, rest = split_status(status)
+    if not status:
+        return esc(format_value(None))
+    if kind == "ok":
+        return '<span class="badge ok">ok</span>'
+    cls = kind if kind in ("invalid", "partial") else "partial"
+    return (f'<span class="badge {cls}" title="{esc(status)}">{esc(kind)}</span>'
+            + (f' <span class="reasons">{esc(rest)}</span>' if rest else ""))
 
 
 def results_table(data: RunData, columns: Sequence[str]) -> str:
@@ -140,10 +171,13 @@ def results_table(data: RunData, columns: Sequence[str]) -> str:
         if _not_honoured(data, row):
             classes.append("not-honoured")
         if _is_partial(row):
-            classes.append("partial")
+            classes.append("invalid" if status_kind(row) == "invalid" else "partial")
         cells = []
         for c in columns:
             value = row.get(c)
+            if c == "status":
+                cells.append(f'<td class="status">{status_cell(row)}</td>')
+                continue
             text = esc(format_value(value))
             if c == "variant" and _not_honoured(data, row):
                 text += ' <span class="marker" title="durability variant not honoured">&#9888; not honoured</span>'
@@ -214,7 +248,7 @@ def quantile_curves(data: RunData, workload: str, key: str, with_driver: bool) -
 
 
 VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "", "insufficient history": "meta",
-                 "no data": "meta"}
+                 "no data": "meta", "not judged: invalid": "notjudged", "not judged: partial": "notjudged"}
 
 
 def regression_section(data: RunData) -> str:
@@ -224,10 +258,13 @@ def regression_section(data: RunData) -> str:
     verdicts = data.regression.get("verdicts") or []
     counts: dict[str, int] = {}
     for v in verdicts:
-        counts[v.get("verdict")] = counts.get(v.get("verdict"), 0) + 1
+        k = verdict_class(v.get("verdict"))
+        counts[k] = counts.get(k, 0) + 1
     intro = (f"<p class='meta'>Each metric against its track's baseline (same broker, broker version, workload, "
              f"variant, environment and target rate): the last {esc(rule.get('baseline_runs'))} earlier runs with "
-             f"status ok, at least {esc(rule.get('min_runs'))} needed. Regressed / improved when the change "
+             f"status ok, at least {esc(rule.get('min_runs'))} needed; runs whose status is invalid or partial are "
+             f"never part of a baseline, and a row of this run that is not ok is not judged (its evidence names "
+             f"the validity rules that made it invalid). Regressed / improved when the change "
              f"exceeds max(relative threshold x median, {esc(rule.get('k'))} x robust spread (1.4826 x MAD), "
              f"floor); latency up and rate down are worse. Counts: "
              + esc(", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))) + "</p>")
@@ -236,7 +273,7 @@ def regression_section(data: RunData) -> str:
     head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in cols)
     body = []
     for v in verdicts:
-        cls = VERDICT_CLASS.get(v.get("verdict"), "")
+        cls = VERDICT_CLASS.get(verdict_class(v.get("verdict")), "")
         cells = []
         for c in cols:
             value = v.get(c)
@@ -261,8 +298,11 @@ def trends_section(data: RunData) -> str:
         return "<p>No history for this run's tracks yet (it fills as runs are appended).</p>"
     env = _environment(data)
     rows = [r for r in data.history if env is None or r.get("environment") in (env, None)]
+    not_ok = {r.get("run_key") for r in rows if r.get("status") not in (None, "ok")}
+    rows = [r for r in rows if r.get("status") in (None, "ok")]
     parts = [f"<p class='meta'>One line per broker / variant / broker version, from the history store "
-             f"({len({r.get('run_key') for r in rows})} runs, environment {esc(env or 'any')}).</p>"]
+             f"({len({r.get('run_key') for r in rows})} runs, environment {esc(env or 'any')}); rows whose status "
+             f"is invalid or partial are not drawn ({len(not_ok)} run(s) with such rows).</p>"]
     for workload in sorted({str(r.get("workload")) for r in rows}):
         w_rows = [r for r in rows if str(r.get("workload")) == workload]
         for column, y_label in TREND_METRICS:
@@ -482,14 +522,25 @@ def _title(data: RunData) -> str:
 
 
 def status_section(data: RunData) -> str:
-    partial = [r for r in data.summary if _is_partial(r)]
-    if not partial:
-        return ""
-    items = "".join(
-        f"<li>{esc(r.get('workload'))} / {esc(r.get('broker'))} / {esc(r.get('variant'))}: {esc(r.get('status'))}</li>"
-        for r in partial
-    )
-    return f'<div class="bad">Incomplete results (rows marked red):<ul>{items}</ul></div>'
+    out = []
+    invalid = [r for r in data.summary if status_kind(r) == "invalid"]
+    partial = [r for r in data.summary if _is_partial(r) and status_kind(r) != "invalid"]
+    if invalid:
+        items = []
+        for r in invalid:
+            rules = validity_rules(r.get("invalid_reasons") or split_status(r.get("status"))[1])
+            items.append(f"<li>{esc(r.get('workload'))} / {esc(r.get('broker'))} / {esc(r.get('variant'))}: "
+                         f"<strong>invalid</strong> by {esc(', '.join(rules) or 'a validity rule')}: "
+                         f"{esc(split_status(r.get('status'))[1])}</li>")
+        out.append('<div class="invalidbox">Invalid measurements (rows marked purple): kept here and in the '
+                   'history, but never a regression baseline and never judged (docs/results-format.md, '
+                   f'"Status"):<ul>{"".join(items)}</ul></div>')
+    if partial:
+        items = "".join(
+            f"<li>{esc(r.get('workload'))} / {esc(r.get('broker'))} / {esc(r.get('variant'))}: "
+            f"{esc(r.get('status'))}</li>" for r in partial)
+        out.append(f'<div class="bad">Incomplete results (rows marked red):<ul>{items}</ul></div>')
+    return "".join(out)
 
 
 def render_html(data: RunData) -> str:

@@ -544,10 +544,26 @@ class _Phase:
         if self.kind == "throughput-sweep" and self.extra_end.get("sweep_steps"):
             last = self.extra_end["sweep_steps"][-1]
             client_bound = bool(not last["stable"] and (busy or host_busy))
+        # the subset of the rules above that makes the measurement invalid (the
+        # aggregation turns these into the summary row's status "invalid: ...";
+        # the achieved-rate rule is applied there, to the merged row, see
+        # docs/results-format.md): the schedule was not kept, the clocks disagree,
+        # or the load generator limited the result
+        invalid = []
+        if client_bound:
+            cpu_why = [r for r in reasons if r.startswith(("client process CPU", "client host CPU"))]
+            invalid.append("client-bound: " + ("; ".join(cpu_why) if cpu_why else "the load generator was saturated"))
+        if late:
+            invalid.append(f"publish-delay p99 {delay_p99 / 1000:,.1f} ms > {DELAY_P99_BOUND_MS:g} ms: "
+                           "the producers did not keep their send schedule")
+        if off is not None and abs(float(off)) > CLOCK_OFFSET_WARN_MS:
+            invalid.append(f"clock offset {float(off):.2f} ms > {CLOCK_OFFSET_WARN_MS:g} ms between hosts: "
+                           "end-to-end latency across hosts is suspect")
         return {"target_rate_msg_s": target, "achieved_rate_msg_s": achieved,
                 "publish_delay_p99_us": delay_p99, "cpu_percent": None if cpu_percent is None else round(cpu_percent, 1),
                 "host_cpu_percent": None if host_cpu is None else round(host_cpu, 1),
-                "clock_offset_ms": off, "client_bound": client_bound, "reasons": reasons}
+                "clock_offset_ms": off, "client_bound": client_bound, "reasons": reasons,
+                "invalid_reasons": invalid}
 
     def run(self) -> dict[str, Any]:
         job = self.job

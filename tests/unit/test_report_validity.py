@@ -1,0 +1,85 @@
+"""Invalid rows in the run report, the verdicts table and the comparison (brokerbench.report)."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+from brokerbench.history import read_history
+from brokerbench.regression import Rule, verdicts_for_run
+from brokerbench.report import build_report, render_text_summary
+from brokerbench.report.compare import build_comparison
+from brokerbench.report.regression import write_verdicts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fixtures_results import history_row, write_history_rows  # noqa: E402
+
+REASONS = ("client-bound: client process CPU 97 % (>= 85 %: about one core is the ceiling of one Python process); "
+           "contended: another brokerbench run (/srv/bb/state/other) on localhost during the phase "
+           "(its processes: mean 38.0 % CPU of all cores)")
+COLUMNS = ["workload", "broker", "driver", "variant", "target_rate_msg_s", "publish_rate_msg_s",
+           "publish_latency_p99_ms", "client_bound", "invalid_reasons", "status"]
+
+
+def _write_summary(run: Path) -> None:
+    rows = [
+        {"workload": "w1", "broker": "kafka", "driver": "kafka-latency", "variant": "fsync-on",
+         "target_rate_msg_s": 5000.0, "publish_rate_msg_s": 4849.0, "publish_latency_p99_ms": 1458.0,
+         "client_bound": True, "invalid_reasons": REASONS, "status": f"invalid: {REASONS}"},
+        {"workload": "w1", "broker": "pulsar", "driver": "pulsar-latency", "variant": "fsync-on",
+         "target_rate_msg_s": 5000.0, "publish_rate_msg_s": 5000.0, "publish_latency_p99_ms": 3.9,
+         "client_bound": False, "invalid_reasons": "", "status": "ok"},
+    ]
+    path = run / "summary" / "summary.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_report_shows_invalid_rows_with_badge_reasons_and_rule(tmp_path):
+    run = tmp_path / "runs" / "brokerbench_nightly" / "scheduled__2026-11-20"
+    _write_summary(run)
+    # verdicts as the pipeline computes them: the invalid row is not judged
+    history = [history_row(d, p99=3.9) for d in range(1, 8)]
+    current = [history_row(20, p99=1458.0, status=f"invalid: {REASONS}", invalid_reasons=REASONS),
+               history_row(20, "pulsar", p99=3.9)]
+    verdicts = verdicts_for_run(current, history + current)
+    write_verdicts(run, verdicts, Rule(), "k")
+    html = build_report(run).read_text()
+    # the results table: a visible badge and the reasons, the row marked
+    assert '<span class="badge invalid"' in html and '<span class="badge ok">ok</span>' in html
+    assert '<tr class="invalid">' in html
+    assert "contended: another brokerbench run (/srv/bb/state/other)" in html
+    # the box above the table names the rules
+    assert ("<strong>invalid</strong> by client-bound (the load generator limited the result), another "
+            "brokerbench run on a host") in html
+    assert "never a regression baseline and never judged" in html
+    # the verdicts table: one 'not judged' row for kafka, ordinary verdicts for pulsar
+    assert 'class="verdict notjudged"' in html
+    assert "not judged: invalid (client-bound: client process CPU 97 %" in html
+    assert "validity rule(s): client-bound (the load generator limited the result)" in html
+    assert "not judged: invalid: 1" in html  # the counts line groups them without their reasons
+    # text summary for the task log
+    text = render_text_summary(run)
+    assert any(line.startswith("WARNING w1 kafka fsync-on: invalid: client-bound") for line in text.splitlines())
+
+
+def test_trends_and_comparison_leave_invalid_rows_out(tmp_path):
+    root = tmp_path / "history"
+    rows = [history_row(d, p99=3.9 + 0.01 * d) for d in range(1, 6)]
+    rows += [history_row(6, p99=1458.0, status=f"invalid: {REASONS}", invalid_reasons=REASONS)]
+    write_history_rows(root, rows)
+    assert {r["status"] for r in read_history(root)} == {"ok", f"invalid: {REASONS}"}  # kept in the history
+    out = build_comparison(root, tmp_path / "cmp")
+    html = out.read_text()
+    assert "5 history rows of 5 runs" in html
+    assert "Left out: 1 invalid row(s)" in html
+    assert "1458" not in html and "1,458" not in html
+    # the run report's trends draw ok rows only and say how many runs were left out
+    run = tmp_path / "runs" / "brokerbench_nightly" / "scheduled__2026-11-06"
+    _write_summary(run)
+    html = build_report(run, root).read_text()
+    assert "(5 runs, environment any); rows whose status is invalid or partial are not drawn (1 run(s)" in html
