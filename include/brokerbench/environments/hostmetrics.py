@@ -142,10 +142,15 @@ class ProcessCpu:
             del self.classes[key]
         self.prev, self.prev_wall, self.prev_mono = seen, now_wall, now_mono
         scale = 100.0 / (dt * self.ncpu)
-        return {"own_cpu_percent": round(used[OWN] * scale, 2),
-                "foreign_cpu_percent": round(used[FOREIGN] * scale, 2),
-                "unattributed_cpu_percent": round(used[UNATTRIBUTED] * scale, 2),
-                "other_runs": {k: round(v * scale, 2) for k, v in sorted(runs.items())}}
+
+        def pct(seconds: float) -> float:
+            # CPU of processes that started just before the previous sample may be counted
+            # in full here: never report more than every core
+            return round(min(100.0, seconds * scale), 2)
+
+        return {"own_cpu_percent": pct(used[OWN]), "foreign_cpu_percent": pct(used[FOREIGN]),
+                "unattributed_cpu_percent": pct(used[UNATTRIBUTED]),
+                "other_runs": {k: pct(v) for k, v in sorted(runs.items())}}
 
 
 def sample_forever(out: str, interval: float, host: str, state_dir: str | None = None,

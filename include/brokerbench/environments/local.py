@@ -132,8 +132,11 @@ class LocalEnvironment(Environment):
                                                "note": "local environment: the page cache of a shared machine "
                                                        "is not dropped"}] if phase == "measure" else []}
         try:
+            # own CPU: processes with this state dir's marker, and this task with its ancestors;
+            # every other process's CPU is foreign (docs/results-format.md, "Status")
             hostmetrics.start(str(self.state_dir), str(out), self.host.name,
-                              float(self.settings.get("metrics_interval_s", 1.0)))
+                              float(self.settings.get("metrics_interval_s", 1.0)),
+                              own_pids=hostmetrics.own_chain(os.getpid()))
             rec["metrics"] = [{"host": self.host.name, "file": str(out)}]
         except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
             rec["metrics"] = [{"host": self.host.name, "error": f"{type(e).__name__}: {e}"}]

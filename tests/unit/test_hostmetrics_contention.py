@@ -1,0 +1,102 @@
+"""Host metrics attribute CPU to this run, to other brokerbench runs and to foreign processes.
+
+Real processes: busy Python loops carrying another run's marker
+(BROKERBENCH_STATE_DIR=/other), this run's marker, none at all, or none but
+named as the run's own (the task that starts a phase).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from brokerbench.environments import hostmetrics
+from brokerbench.environments.hostmetrics import FOREIGN, OWN, UNATTRIBUTED, ProcessCpu
+
+BUSY = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
+
+
+def _busy(marker: str | None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "BROKERBENCH_STATE_DIR"}
+    if marker is not None:
+        env["BROKERBENCH_STATE_DIR"] = marker
+    return subprocess.Popen([sys.executable, "-c", BUSY], env=env)
+
+
+@pytest.fixture
+def procs(tmp_path):
+    state = str((tmp_path / "state").resolve())
+    started = {"other_run": _busy("/other"), "ours": _busy(state), "own_pid": _busy(None), "foreign": _busy(None)}
+    yield state, started
+    for p in started.values():
+        p.kill()
+        p.wait(10)
+
+
+def test_processes_are_classified_by_marker_and_own_pids(procs):
+    state, p = procs
+    pc = ProcessCpu(state, own_pids=[p["own_pid"].pid])
+    time.sleep(0.2)  # the children have exec'd Python: their environment is theirs
+    assert pc._classify(psutil.Process(p["other_run"].pid)) == (FOREIGN, "/other")
+    assert pc._classify(psutil.Process(p["ours"].pid)) == (OWN, None)
+    assert pc._classify(psutil.Process(p["own_pid"].pid)) == (OWN, None)
+    assert pc._classify(psutil.Process(p["foreign"].pid)) == (FOREIGN, None)
+    assert pc._classify(psutil.Process(os.getpid())) == (OWN, None)  # the sampler itself
+    kthread = next((q for q in psutil.process_iter(["name", "ppid"]) if q.info["ppid"] == 2), None)
+    if kthread is not None:  # kernel threads have no environment: never foreign
+        assert pc._classify(kthread)[0] == UNATTRIBUTED
+
+
+def test_one_sample_splits_the_cpu(procs):
+    state, p = procs
+    pc = ProcessCpu(state, own_pids=[p["own_pid"].pid])
+    time.sleep(2.0)
+    m = pc.measure()
+    # four busy loops share this machine with whatever else runs: each gets a fair share
+    assert set(m["other_runs"]) == {"/other"}
+    assert m["other_runs"]["/other"] > 2.0
+    assert m["own_cpu_percent"] > 4.0  # two busy loops of ours
+    assert m["foreign_cpu_percent"] >= m["other_runs"]["/other"]  # another run's CPU is foreign too
+    assert 0.0 <= m["unattributed_cpu_percent"] <= 100.0
+
+
+def test_the_sampler_reports_another_run_and_foreign_load(procs, tmp_path):
+    state, p = procs
+    out = str(tmp_path / "metrics" / "measure.jsonl")
+    hostmetrics.start(state, out, "localhost", 0.5, own_pids=[p["own_pid"].pid])
+    time.sleep(3.0)
+    assert hostmetrics.stop(out)["stopped"]
+    samples = hostmetrics.parse_lines(open(out).read())
+    assert len(samples) >= 3
+    assert all({"own_cpu_percent", "foreign_cpu_percent", "unattributed_cpu_percent", "other_runs"} <= set(s)
+               for s in samples)
+    summary = hostmetrics.summarise(samples)
+    assert summary["other_runs"] == ["/other"]
+    assert summary["other_runs_samples"] >= 2
+    assert summary["other_runs_cpu_mean_percent"] > 2.0
+    assert summary["foreign_cpu_mean_percent"] >= summary["other_runs_cpu_mean_percent"]
+    assert summary["foreign_cpu_max_percent"] >= summary["foreign_cpu_mean_percent"]
+
+
+def test_summarise_means_and_other_runs():
+    samples = [
+        {"ts": 1.0, "cpu_percent": 50.0, "own_cpu_percent": 30.0, "foreign_cpu_percent": 10.0,
+         "unattributed_cpu_percent": 1.0, "other_runs": {}},
+        {"ts": 2.0, "cpu_percent": 90.0, "own_cpu_percent": 30.0, "foreign_cpu_percent": 50.0,
+         "unattributed_cpu_percent": 1.0, "other_runs": {"/a": 40.0}},
+        {"ts": 3.0, "cpu_percent": 70.0, "own_cpu_percent": 30.0, "foreign_cpu_percent": 30.0,
+         "unattributed_cpu_percent": 1.0, "other_runs": {"/a": 10.0, "/b": 10.0}},
+    ]
+    s = hostmetrics.summarise(samples)
+    assert s["foreign_cpu_mean_percent"] == 30.0 and s["foreign_cpu_max_percent"] == 50.0
+    assert s["own_cpu_mean_percent"] == 30.0
+    assert s["other_runs"] == ["/a", "/b"] and s["other_runs_samples"] == 2
+    assert s["other_runs_cpu_mean_percent"] == 20.0  # (40 + 20) / 3 samples
+    # samples of an older sampler: no attribution, no such keys
+    old = hostmetrics.summarise([{"ts": 1.0, "cpu_percent": 5.0}])
+    assert "foreign_cpu_mean_percent" not in old and "other_runs" not in old
