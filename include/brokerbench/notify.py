@@ -399,6 +399,13 @@ class BrokerbenchNotifier(BaseNotifier):
         self.conn_id = conn_id
         self.last_message: Message | None = None
 
+    def render_template_fields(self, context, jinja_env=None) -> None:
+        # Nothing to render. BaseNotifier.__call__ would build a Jinja environment from
+        # context["dag"], which under `airflow dags test` is the scheduler's SerializedDAG
+        # (no get_template_env): the DAG callback would fail before notify() runs.
+        if self.template_fields:
+            super().render_template_fields(context, jinja_env)
+
     def notify(self, context) -> None:
         try:
             context = context if isinstance(context, dict) else dict(context)
