@@ -100,6 +100,49 @@ def write_run(results: Path) -> Path:
     return run
 
 
+PROBE_DAG = """
+import datetime as dt
+import shutil
+from pathlib import Path
+
+from airflow.sdk import DAG, BaseOperator, Param
+
+from brokerbench.operators import ReportLink
+from brokerbench.pipeline import safe_name
+
+
+class ProbeReportOperator(BaseOperator):
+    \"\"\"Stands for the report task: puts a report in the run's directory, returns its path, has the Report link.\"\"\"
+
+    operator_extra_links = (ReportLink(),)
+
+    def execute(self, context):
+        root = Path(context["params"]["results_root"])
+        run = root / "runs" / safe_name(context["dag"].dag_id) / safe_name(context["run_id"])
+        run.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(SOURCE_REPORT, run / "report.html")
+        return str(run / "report.html")
+
+
+with DAG("bb_link_probe", start_date=dt.datetime(2026, 1, 1), schedule=None,
+         params={"results_root": Param(RESULTS_ROOT, type="string")}):
+    ProbeReportOperator(task_id="report")
+"""
+
+
+def run_probe_dag(env: dict, results: Path, base: Path) -> None:
+    """``airflow dags test`` of a one-task DAG with the real ReportLink, in the api-server's database:
+    Airflow computes the link on the worker side when the task ends, as in any deployment."""
+    dags = base / "probe-dags"
+    dags.mkdir()
+    source = results / "runs" / RUN[0] / RUN[1] / "report.html"
+    (dags / "bb_link_probe.py").write_text(
+        f"SOURCE_REPORT = {str(source)!r}\nRESULTS_ROOT = {str(results)!r}\n" + PROBE_DAG)
+    out = subprocess.run([AIRFLOW, "dags", "test", "bb_link_probe"], env={**env, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "state=success" in out.stdout + out.stderr, (out.stdout + out.stderr)[-5000:]
+
+
 @pytest.fixture(scope="module")
 def api_server():
     """A real ``airflow api-server`` on 127.0.0.1 with the brokerbench plugin; stopped at the end."""
@@ -128,6 +171,7 @@ def api_server():
     })
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, timeout=480,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run_probe_dag(env, results, base)
     log = open(base / "api-server.log", "w")
     proc = subprocess.Popen([AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -244,5 +288,33 @@ def test_chromium_shows_the_served_report(api_server):
     # a drawn page (text, tables, charts), not a blank or an error page of one colour
     assert colours is None or len(colours) > 50, f"screenshot has only {len(colours)} colours"
 
+    # the whole page, charts included (data: PNG images are allowed by the page's Content-Security-Policy)
+    full = out_dir / "served-report-full.png"
+    res = run_chromium([f"--screenshot={full}", "--window-size=1280,5000", url])
+    assert res.returncode == 0 and full.exists(), res.stderr[-3000:]
+    with Image.open(full) as img:
+        colours = img.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert colours is None or len(colours) > 200, f"full-page screenshot has only {len(colours)} colours"
+
     missing = run_chromium(["--dump-dom", api_server["url"] + f"/brokerbench/runs/{RUN[0]}/manual__unknown/report.html"])
     assert "not found under results root" in missing.stdout
+
+
+def test_report_button_of_the_ui_leads_to_the_served_report(api_server):
+    """The extra links the UI asks the api-server for: the Report link is same-origin and serves the report."""
+    import httpx
+
+    with httpx.Client(base_url=api_server["url"], timeout=30) as c:
+        runs = c.get("/api/v2/dags/bb_link_probe/dagRuns").json()["dag_runs"]
+        assert len(runs) == 1
+        run_id = runs[0]["dag_run_id"]
+        links = c.get(f"/api/v2/dags/bb_link_probe/dagRuns/{run_id}/taskInstances/report/links").json()
+        link = links["extra_links"]["Report"]
+        from brokerbench.pipeline import safe_name
+
+        assert link.startswith(f"/brokerbench/runs/bb_link_probe/{safe_name(run_id)}/report.html?root="), link
+        r = c.get(link)
+        assert r.status_code == 200 and r.headers["content-type"] == "text/html; charset=utf-8"
+        assert "brokerbench report" in r.text
+    dom = run_chromium(["--dump-dom", api_server["url"] + link])
+    assert dom.returncode == 0 and "brokerbench report" in dom.stdout, dom.stderr[-3000:]
