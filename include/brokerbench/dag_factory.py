@@ -47,6 +47,7 @@ from brokerbench.operators import (
     UndeployBrokerOperator,
     ValidatePlanOperator,
 )
+from brokerbench.notify import failure_notifier, regression_notifier
 from brokerbench.pipeline import default_results_root
 
 #: emitted when a run's rows land in the history store; the comparison DAG is scheduled on it
@@ -129,6 +130,7 @@ def build_dag(suite_name: str) -> DAG:
         params=params_for(suite),
         tags=["brokerbench", *suite.tags],
         doc_md=__doc__,
+        on_failure_callback=failure_notifier(),  # connection brokerbench_notify (docs/notifications.md)
     ) as dag:
         kw = {"suite": suite.name}
         pool = {"pool": pool_for(suite.environment)}
@@ -162,7 +164,8 @@ def build_dag(suite_name: str) -> DAG:
             verdicts = VerdictOperator(task_id="verdicts", **kw)
             # the report is written whatever happened to history and verdicts
             report = ReportOperator(task_id="report", trigger_rule=TriggerRule.ALL_DONE, **kw)
-            gate = RegressionGateOperator(task_id="regression_gate", **kw)  # a regression fails without retry
+            # a regression fails without retry, and is notified
+            gate = RegressionGateOperator(task_id="regression_gate", on_failure_callback=regression_notifier(), **kw)
             previous >> aggregate >> history >> verdicts >> report >> gate
 
         teardown = TeardownOperator(task_id="teardown", retries=2, **kw)
