@@ -224,10 +224,8 @@ class _Local:
         path = self._path(rel)
         if not path.is_file():
             return None
-        f = open(path, "rb")
-
         def chunks():
-            with f:
+            with open(path, "rb") as f:
                 for chunk in iter(lambda: f.read(1 << 16), b""):
                     yield chunk
 
