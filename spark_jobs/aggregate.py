@@ -291,9 +291,11 @@ def read_contention(spark: SparkSession, run_dir: str) -> DataFrame | None:
                  F.coalesce(_pct("h.foreign_cpu_max_percent"), F.lit("?")), F.lit(" %)")),
     )
     return (
-        hosts.select("label", F.array_compact(F.array(other, foreign)).alias("r"))
+        hosts.select("label", F.array_compact(F.array(other, foreign)).alias("r"),
+                     F.col("h.foreign_cpu_mean_percent").alias("f"))
         .groupBy("label")
-        .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("r")))).alias("contention"))
+        .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("r")))).alias("contention"),
+             F.max("f").alias("host_foreign_cpu_mean_percent"))
     )
 
 
@@ -554,7 +556,8 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
     if contention is not None:
         summary = summary.join(contention, on="label", how="left")
     else:
-        summary = summary.withColumn("contention", F.lit(None).cast("array<string>"))
+        summary = (summary.withColumn("contention", F.lit(None).cast("array<string>"))
+                   .withColumn("host_foreign_cpu_mean_percent", F.lit(None).cast("double")))
     invalid = F.concat(
         F.coalesce(F.col("worker_invalid"), no_strings),
         F.array_compact(F.array(below_target)),
@@ -594,6 +597,7 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         "client_bound",
         F.when(F.col("validity_reasons") != "", F.col("validity_reasons")).alias("validity_reasons"),
         "kind",
+        "host_foreign_cpu_mean_percent",
         "invalid_reasons",
         "status",
     ).orderBy(*COMBO)

@@ -162,6 +162,9 @@ def test_contention_from_host_metrics_makes_a_row_invalid(run):
     row = run["summary"][(W, "kafka", "kafka-latency", "fsync")]
     # at its target (40 msg/s per worker): the rate rule passes
     assert float(row["publish_rate_msg_s"]) >= 0.95 * float(row["target_rate_msg_s"]) == 76.0
+    assert float(row["host_foreign_cpu_mean_percent"]) == 43.2
+    assert run["summary"][(W, "pulsar", "pulsar-latency", "default")]["host_foreign_cpu_mean_percent"] == "24.9"
+    assert run["summary"][(W, "kafka", "kafka-latency", "default")]["host_foreign_cpu_mean_percent"] == ""
     assert row["status"] == (
         "invalid: contended: another brokerbench run (/srv/bb/state/brokerbench_nightly__other) on localhost "
         "during the phase (its processes: mean 38.0 % CPU of all cores); foreign load: mean 43.2 % CPU "

@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "spark_jobs" / "history.py"
 
 
+INVALID = ("client-bound: client process CPU 97 % (>= 85 %: about one core is the ceiling of one Python process); "
+           "foreign load: mean 43.2 % CPU (of all cores) of processes not of this run on localhost during the "
+           "phase (limit 25 %; max 97.5 %)")
+
+
 def write_summary(run_dir: Path, rows: list[dict]) -> None:
     out = run_dir / "summary" / "summary.parquet"
     out.mkdir(parents=True, exist_ok=True)
@@ -56,7 +61,10 @@ def store(tmp_path_factory):
                           summary_row("rabbitmq", "fsync-on", None, 7.0)])
     write_run_meta(run_a, run_meta("brokerbench_nightly", "scheduled__2026-11-20T00:00:00+00:00", "scheduled",
                                    "2026-11-20T00:00:00+00:00", "local", "nightly-latency"))
-    write_summary(run_b, [summary_row("kafka", "fsync-on", "3.8.0", 6.0)])
+    # run B's row is invalid (columns of a newer aggregation: invalid_reasons, kind, ...)
+    write_summary(run_b, [summary_row("kafka", "fsync-on", "3.8.0", 6.0, status=f"invalid: {INVALID}",
+                                      invalid_reasons=INVALID, kind="latency", client_bound=True,
+                                      host_foreign_cpu_mean_percent=43.2)])
     write_run_meta(run_b, run_meta("brokerbench_nightly", "scheduled__2026-11-21T00:00:00+00:00", "scheduled",
                                    "2026-11-21T00:00:00+00:00", "local", "nightly-latency"))
     first = spark_submit("--history-root", str(history), "--run-dir", str(run_a), "--run-dir", str(run_b))
@@ -117,3 +125,24 @@ def test_filters(store):
     rows = read_history(store["history"], {"broker": "kafka", "broker_version": "3.8.0"})
     assert len(rows) == 2 and {r["broker"] for r in rows} == {"kafka"}
     assert read_history(store["history"] / "missing") == []
+
+
+def test_status_and_reasons_kept_and_invalid_rows_never_a_baseline(store):
+    from brokerbench.regression import verdicts_for_run
+
+    rows = store["after_second"]
+    b = next(r for r in rows if r["date"] == "2026-11-21")
+    assert b["status"] == f"invalid: {INVALID}" and b["invalid_reasons"] == INVALID
+    assert b["kind"] == "latency" and b["host_foreign_cpu_mean_percent"] == 43.2
+    # rows of summaries without the newer columns read them as None; their status is kept
+    a = [r for r in rows if r["date"] == "2026-11-20"]
+    assert {r["status"] for r in a} == {"ok"} and {r["invalid_reasons"] for r in a} == {None}
+    # the invalid run is judged by nobody and judges nobody
+    (verdict,) = verdicts_for_run([b], rows)
+    assert verdict.verdict == f"not judged: invalid ({INVALID})"
+    later = dict(a[0], run_key="later", run_ts="2026-11-22T00:00:00+00:00")
+    if later["broker"] != "kafka":
+        later = dict(next(r for r in a if r["broker"] == "kafka"), run_key="later",
+                     run_ts="2026-11-22T00:00:00+00:00")
+    p99 = next(v for v in verdicts_for_run([later], rows) if v.metric == "publish_latency_p99_ms")
+    assert p99.baseline_runs == [a[0]["run_key"]] and "1 earlier run(s) of this track not ok" in p99.evidence
