@@ -1,0 +1,99 @@
+"""The worker's validity rules that make a measurement invalid (worker/runner.py ``validity``),
+and how the status of a summary row is read back (regression.split_status / validity_rules).
+
+The summary status itself is computed by Spark (tests/integration/test_aggregate_spark.py).
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from brokerbench.histogram import LogHistogram
+from brokerbench.regression import is_valid, split_status, validity_rules
+from brokerbench.worker.runner import _Phase
+
+
+def phase(rate: float = 5000.0, acked: int = 150_000, load_s: float = 30.0, delay_us: list[int] | None = None,
+          clock_offset_ms: float | None = 0.0, kind: str = "latency") -> SimpleNamespace:
+    """What validity() reads of a phase: a fixed-rate producer that acked ``acked`` in ``load_s``."""
+    delay = LogHistogram.from_values(np.asarray(delay_us if delay_us is not None else [100] * 1000, dtype=np.int64))
+    writer = SimpleNamespace(totals={"sent": acked, "acked": acked, "send_errors": 0, "received": acked},
+                             phase_delay=delay)
+    return SimpleNamespace(kind=kind, rate=rate, producers=[object()], load_s=load_s, writer=writer, reasons=[],
+                           job={"clock_offset_ms": clock_offset_ms}, extra_end={})
+
+
+def validity(p: SimpleNamespace, cpu: float | None = 40.0, host_cpu: float | None = 30.0) -> dict:
+    return _Phase.validity(p, cpu, host_cpu)  # type: ignore[arg-type]
+
+
+def test_a_clean_phase_has_no_invalid_reason():
+    v = validity(phase())
+    assert v["client_bound"] is False and v["invalid_reasons"] == [] and v["reasons"] == []
+
+
+def test_overlapping_run_case_client_bound_and_late():
+    # the case seen in a real deployment: 4,849 of 5,000 msg/s, publish delay p99 1.458 s, a saturated client
+    v = validity(phase(acked=4849 * 30, delay_us=[200] * 900 + [1_458_000] * 100), cpu=97.0)
+    assert v["client_bound"] is True
+    assert v["invalid_reasons"] == [
+        "client-bound: client process CPU 97 % (>= 85 %: about one core is the ceiling of one Python process)",
+        "publish-delay p99 1,458.0 ms > 50 ms: the producers did not keep their send schedule",
+    ]
+
+
+def test_late_schedule_alone_is_invalid_but_not_client_bound():
+    v = validity(phase(delay_us=[60_000] * 100))
+    assert v["client_bound"] is False
+    assert v["invalid_reasons"] == ["publish-delay p99 60.0 ms > 50 ms: the producers did not keep their send schedule"]
+
+
+def test_rate_below_target_alone_is_a_note_for_the_worker():
+    # the worker notes a rate below 99 %; the summary row's 95 % rule decides (aggregate.py)
+    v = validity(phase(acked=4700 * 30))
+    assert any(r.startswith("achieved 4,700 msg/s < 99%") for r in v["reasons"])
+    assert v["invalid_reasons"] == []
+
+
+def test_clock_offset_over_one_ms_is_invalid():
+    v = validity(phase(clock_offset_ms=-3.2))
+    assert v["invalid_reasons"] == [
+        "clock offset -3.20 ms > 1 ms between hosts: end-to-end latency across hosts is suspect"]
+    assert validity(phase(clock_offset_ms=0.9))["invalid_reasons"] == []
+
+
+def test_unthrottled_producers_are_never_late_but_client_bound_when_saturated():
+    p = phase(rate=math.inf, delay_us=[900_000] * 10, kind="producer-only")
+    assert validity(p, cpu=20.0)["invalid_reasons"] == []
+    assert validity(p, cpu=99.0)["invalid_reasons"][0].startswith("client-bound: client process CPU 99 %")
+
+
+def test_host_saturation_counts_as_client_bound():
+    v = validity(phase(delay_us=[80_000] * 10), cpu=40.0, host_cpu=95.0)
+    assert v["client_bound"] is True
+    assert v["invalid_reasons"][0] == "client-bound: client host CPU 95 % of all cores"
+
+
+@pytest.mark.parametrize("status, kind, rest", [
+    ("ok", "ok", ""),
+    ("invalid: publish rate 10 msg/s is 1.0 %", "invalid", "publish rate 10 msg/s is 1.0 %"),
+    ("partial: worker w has no end record | invalid: client-bound: x", "partial",
+     "worker w has no end record | invalid: client-bound: x"),
+    (None, "unknown", ""),
+])
+def test_split_status(status, kind, rest):
+    assert split_status(status) == (kind, rest)
+
+
+def test_rules_named_from_reasons_and_only_ok_is_valid():
+    reasons = ("worker client1-0: client-bound: client process CPU 97 %; worker client2-0: clock offset 3.20 ms > 1 ms; "
+               "contended: another brokerbench run (/other) on localhost during the phase")
+    assert validity_rules(reasons) == ["client-bound (the load generator limited the result)",
+                                       "clock offset between hosts", "another brokerbench run on a host"]
+    assert is_valid({"status": "ok"})
+    assert not is_valid({"status": "invalid: client-bound: x"}) and not is_valid({"status": "partial: y"})
+    assert not is_valid({})
