@@ -18,16 +18,16 @@ Guarantees:
   (EC2's ``instance_terminated`` waiter), then deletes the security group.
   A provision that fails cleans up after itself the same way before its
   error leaves it; :func:`cleanup_run` does it from anywhere (an Airflow
-  ``on_failure_callback``) with nothing but the run key.
+  ``on_failure_callback``) with nothing but the run key. Each instance also
+  protects itself: ``InstanceInitiatedShutdownBehavior = terminate`` plus a
+  ``shutdown -h +N`` scheduled from user data at the run's maximum lifetime,
+  so a dead controller still stops the bill.
 * **Leftovers are reused only when consistent.** :meth:`Fleet.reconcile`
   runs at the start of every provision: instances of the run left by an
   earlier attempt whose process died are kept when they match what this
   attempt wants (role, instance type, AMI, security group, subnet, key pair,
   count), every other one is terminated; the security group's rules are
   brought back to the wanted set.
-  Each instance also protects itself: ``InstanceInitiatedShutdownBehavior =
-  terminate`` plus a ``shutdown -h +N`` scheduled from user data at the
-  run's maximum lifetime, so a dead controller still stops the bill.
 * **Cost before anything is created.** :func:`estimate_cost` multiplies the
   instance types' hourly prices by the expected duration; a run above the
   cost cap is refused before the first API call that costs money.
