@@ -58,7 +58,8 @@ def test_one_sample_splits_the_cpu(procs):
     time.sleep(2.0)
     m = pc.measure()
     # four busy loops share this machine with whatever else runs: each gets a fair share
-    assert set(m["other_runs"]) == {"/other"}
+    # (a shared machine may run real brokerbench runs too: they are reported as well)
+    assert "/other" in m["other_runs"] and state not in m["other_runs"]
     assert m["other_runs"]["/other"] > 2.0
     assert m["own_cpu_percent"] > 4.0  # two busy loops of ours
     assert m["foreign_cpu_percent"] >= m["other_runs"]["/other"]  # another run's CPU is foreign too
@@ -76,7 +77,7 @@ def test_the_sampler_reports_another_run_and_foreign_load(procs, tmp_path):
     assert all({"own_cpu_percent", "foreign_cpu_percent", "unattributed_cpu_percent", "other_runs"} <= set(s)
                for s in samples)
     summary = hostmetrics.summarise(samples)
-    assert summary["other_runs"] == ["/other"]
+    assert "/other" in summary["other_runs"] and state not in summary["other_runs"]
     assert summary["other_runs_samples"] >= 2
     assert summary["other_runs_cpu_mean_percent"] > 2.0
     assert summary["foreign_cpu_mean_percent"] >= summary["other_runs_cpu_mean_percent"]
