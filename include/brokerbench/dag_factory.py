@@ -2,8 +2,8 @@
 
 Shape of a DAG (task groups per stage)::
 
-    setup:     validate -> acquire_environment (setup: waits for the environment's
-               lease) -> provision (setup) -> host_setup
+    setup:     validate -> acquire_environment (setup: waits, deferred, for the
+               environment's lease) -> provision (setup) -> host_setup
     benchmark: <broker>__<variant> groups, one after the other:
                deploy -> prepare_topics -> warmup -> measure -> undeploy
     analysis:  aggregate (Spark) -> history (Spark, emits the history Asset)
@@ -32,7 +32,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, chain
 from brokerbench.operators import (
     AggregateResultsOperator,
     DeployBrokerOperator,
-    EnvironmentLeaseSensor,
+    AcquireEnvironmentOperator,
     ReleaseEnvironmentOperator,
     HistoryAppendOperator,
     RegressionGateOperator,
@@ -118,7 +118,7 @@ def build_dag(suite_name: str) -> DAG:
     from brokerbench.spec import load_suite
 
     suite = load_suite(suite_name)
-    dag_id = f"brokerbench_{suite.name}".replace("-", "_")
+    dag_id = dag_id_for(suite.name)
     with DAG(
         dag_id=dag_id,
         description=suite.description or f"brokerbench suite {suite.name}",
@@ -136,7 +136,7 @@ def build_dag(suite_name: str) -> DAG:
         pool = {"pool": pool_for(suite.environment)}
         with TaskGroup("setup"):
             validate = ValidatePlanOperator(task_id="validate", retries=0, **kw)
-            acquire = EnvironmentLeaseSensor(task_id="acquire_environment", retries=0, **pool, **kw)
+            acquire = AcquireEnvironmentOperator(task_id="acquire_environment", retries=0, **pool, **kw)
             provision = ProvisionOperator(task_id="provision", **pool, **kw)
             host_setup = HostSetupOperator(task_id="host_setup", **pool, **kw)
             validate >> acquire >> provision >> host_setup
@@ -236,12 +236,26 @@ def build_sweeper_dag() -> DAG:
     return dag
 
 
+def dag_id_for(suite_name: str) -> str:
+    return f"brokerbench_{suite_name}".replace("-", "_")
+
+
 def build_all_dags() -> dict[str, DAG]:
-    """One DAG per suite file; a broken suite file is reported, not hidden."""
+    """One DAG per suite file; a broken suite file is reported, not hidden.
+
+    A task process parses the DAG file only to run one task: Airflow's parsing
+    context names the DAG, and only that suite's DAG is built (the others'
+    files are not even read).
+    """
+    from airflow.sdk import get_parsing_context
+
     from brokerbench.spec import list_suites
 
+    wanted = get_parsing_context().dag_id
     dags = {}
     for name in list_suites():
+        if wanted and dag_id_for(name) != wanted:
+            continue
         dag = build_dag(name)
         dags[dag.dag_id] = dag
     return dags

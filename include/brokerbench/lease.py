@@ -83,9 +83,9 @@ def _safe(scope: str) -> str:
 
 
 @contextlib.contextmanager
-def _locked(scope: str) -> Iterator[tuple[Path, dict[str, Any]]]:
+def _locked(scope: str, directory: Path | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
     """The scope's lease document, read and written under an exclusive flock."""
-    d = lock_dir()
+    d = Path(directory) if directory else lock_dir()
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{_safe(scope)}.json"
     with open(d / f"{_safe(scope)}.lock", "a+") as lock:
@@ -152,8 +152,8 @@ def release(scope: str, holder: str) -> bool:
     return held
 
 
-def holders(scope: str) -> dict[str, dict[str, Any]]:
-    with _locked(scope) as (_, doc):
+def holders(scope: str, directory: Path | None = None) -> dict[str, dict[str, Any]]:
+    with _locked(scope, directory) as (_, doc):
         _drop_expired(scope, doc, time.time())
         return dict(doc["holders"])
 

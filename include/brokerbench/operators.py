@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, BaseSensorOperator
+from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from brokerbench import pipeline
@@ -69,31 +69,39 @@ class ValidatePlanOperator(BrokerbenchStepOperator):
             raise AirflowFailException(str(e)) from e
 
 
-class EnvironmentLeaseSensor(BaseSensorOperator):
-    """Waits until this run holds its environment's lease (brokerbench.lease), then lets the run provision.
+class AcquireEnvironmentOperator(BaseOperator):
+    """Takes this run's environment lease (brokerbench.lease) before the run provisions anything.
 
-    In ``reschedule`` mode: a waiting run holds no worker slot, shows as
-    ``up_for_reschedule``, and its log says which run holds the environment.
+    When another run holds it, the task logs which run and defers to
+    :class:`brokerbench.triggers.LeaseFreeTrigger`: the waiting run shows as
+    ``deferred``, holds no worker slot and starts no process until the lease is
+    free (so waiting runs add no load to the hosts being measured). Gives up
+    after ``timeout`` (24 h by default).
     """
 
     ui_color = "#fef9e7"
 
-    def __init__(self, *, suite: str, **kwargs: Any):
-        kwargs.setdefault("mode", "reschedule")
-        kwargs.setdefault("poke_interval", 10)
-        kwargs.setdefault("timeout", dt.timedelta(hours=24))
+    def __init__(self, *, suite: str, timeout: dt.timedelta = dt.timedelta(hours=24), poll_s: float = 5.0,
+                 **kwargs: Any):
         super().__init__(**kwargs)
         self.suite = suite
+        self.timeout = timeout
+        self.poll_s = poll_s
 
-    def poke(self, context: Any) -> bool:
+    def execute(self, context: Any, event: Any = None) -> Any:
+        from brokerbench.lease import lock_dir
+        from brokerbench.triggers import LeaseFreeTrigger
+
         ctx = run_context(self.suite, context)
         with ctx.synced():
             busy = pipeline.acquire_environment(ctx)
-        if busy is not None:
-            log.info("waiting, not failing: %s. This run provisions when the lease is free.", busy)
-            return False
-        log.info("this run holds the lease of the %s environment", pipeline.lease_scope(ctx)[0])
-        return True
+            scope, slots = pipeline.lease_scope(ctx)
+        if busy is None:
+            log.info("this run holds the lease of the %s environment", scope)
+            return {"scope": scope, "run_key": ctx.run_key}
+        log.info("waiting, not failing: %s. This run provisions when the lease is free.", busy)
+        self.defer(trigger=LeaseFreeTrigger(scope, slots, str(lock_dir()), self.poll_s),
+                   method_name="execute", timeout=self.timeout)
 
 
 class ReleaseEnvironmentOperator(BrokerbenchStepOperator):

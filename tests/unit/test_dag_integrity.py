@@ -72,7 +72,7 @@ def test_stage_chain_and_trigger_rules():
     assert outcome.upstream_task_ids == {t.task_id for t in dag.tasks} - {outcome.task_id}
     # the environment's lease: taken before provisioning, given back in a teardown
     acquire, release = dag.get_task("setup.acquire_environment"), dag.get_task("release_environment")
-    assert acquire.is_setup and acquire.mode == "reschedule" and acquire.pool == "brokerbench_local"
+    assert acquire.is_setup and acquire.pool == "brokerbench_local"
     assert release.is_teardown and acquire in release.upstream_list
     assert "setup.provision" in acquire.downstream_task_ids and "setup.acquire_environment" in \
         dag.get_task("setup.validate").downstream_task_ids
@@ -153,3 +153,13 @@ def test_aws_sweeper_dag_is_hourly_paused_at_first_and_light_to_parse():
     bad = ParamsDict(dag.params)
     with pytest.raises(Exception, match="grace_minutes"):
         bad.update({"grace_minutes": -1})
+
+
+def test_a_task_process_builds_only_its_own_dag():
+    code = ("import runpy; g = runpy.run_path('dags/brokerbench_suites.py'); "
+            "print(sorted(k for k in g if k.startswith('brokerbench_')))")
+    env = dict(__import__("os").environ, _AIRFLOW_PARSING_CONTEXT_DAG_ID="brokerbench_smoke",
+               _AIRFLOW_PARSING_CONTEXT_TASK_ID="setup.validate")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert out.stdout.strip().splitlines()[-1] == "['brokerbench_smoke']"

@@ -79,3 +79,24 @@ def test_held_context_waits_then_gives_up_with_the_reason():
     with lease.held("local@h", "script"):
         assert set(lease.holders("local@h")) == {"script"}
     assert lease.holders("local@h") == {}
+
+
+def test_the_trigger_fires_when_the_lease_is_released(lock_dir):
+    import asyncio
+
+    from brokerbench.triggers import LeaseFreeTrigger
+
+    lease.acquire("local@h", "run-a")
+    trigger = LeaseFreeTrigger("local@h", 1, str(lock_dir), poll_s=0.05)
+    assert LeaseFreeTrigger(**trigger.serialize()[1]).lock_dir == str(lock_dir)
+
+    async def wait_for_event():
+        gen = trigger.run()
+        task = asyncio.ensure_future(gen.__anext__())
+        await asyncio.sleep(0.3)
+        assert not task.done()  # still held: the trigger keeps waiting
+        await asyncio.to_thread(lease.release, "local@h", "run-a")
+        return await asyncio.wait_for(task, 5)
+
+    event = asyncio.run(wait_for_event())
+    assert event.payload == {"scope": "local@h", "free": True}

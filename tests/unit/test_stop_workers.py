@@ -1,0 +1,67 @@
+"""Stopping a phase stops its load: every worker of the run goes, whoever started it."""
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+from brokerbench.environments.local import LocalEnvironment
+from brokerbench.environments.local_brokers import MARKER_BROKER, MARKER_STATE
+
+
+def _fake_worker(state_dir, role="worker"):
+    # a worker as run_workers starts it: its own session, the run's marker in its environment;
+    # it ignores SIGTERM for a while, as a busy worker flushing its file might
+    code = "import signal, time; signal.signal(signal.SIGTERM, lambda *a: None); time.sleep(120)"
+    env = dict(os.environ, **{MARKER_STATE: str(state_dir), MARKER_BROKER: role})
+    return subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
+
+
+def test_stop_workers_ends_every_worker_of_the_run_and_nothing_else(tmp_path):
+    env = LocalEnvironment("dag/run-1", {"state_dir": str(tmp_path / "run-1")})
+    other = LocalEnvironment("dag/run-2", {"state_dir": str(tmp_path / "run-2")})
+    mine = [_fake_worker(env.state_dir) for _ in range(2)]
+    broker = _fake_worker(env.state_dir, role="rabbitmq")
+    theirs = _fake_worker(other.state_dir)
+    try:
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        stopped = env.stop_workers()
+        took = time.monotonic() - t0
+        assert len(stopped) == 2 and all(f"pid {p.pid}" in " ".join(stopped) for p in mine)
+        assert took < 10, took
+        for p in mine:
+            assert p.wait(timeout=5) is not None
+        # the broker (undeploy's business) and another run's worker are left alone
+        assert broker.poll() is None and theirs.poll() is None
+        assert env.stop_workers() == []
+    finally:
+        for p in (*mine, broker, theirs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_phase_operator_on_kill_stops_the_workers(tmp_path, monkeypatch):
+    from brokerbench import pipeline
+    from brokerbench.operators import RunPhaseOperator
+
+    state = tmp_path / "state"
+    monkeypatch.setattr(pipeline.RunContext, "environment",
+                        lambda self: LocalEnvironment(self.run_key, {"state_dir": str(state)}))
+    op = RunPhaseOperator(task_id="measure", phase="measure", broker="rabbitmq", variant="fsync-off", suite="smoke")
+    op._ctx = pipeline.RunContext(dag_id="d", run_id="r", suite="smoke")
+    workers = [_fake_worker(state.resolve()) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        op.on_kill()
+        assert all(w.wait(timeout=10) is not None for w in workers)
+        assert not [p for p in psutil.process_iter(["pid"]) if p.pid in {w.pid for w in workers}
+                    and p.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
