@@ -19,7 +19,7 @@ export BROKERBENCH_RESULTS_ROOT          ?= $(CURDIR)/results
 export SPARK_LOCAL_IP                    := 127.0.0.1
 export PATH                              := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup bench test test-unit bench-harness clean
+.PHONY: setup bench test test-fast test-unit test-deployment bench-harness clean
 
 setup:
 	@include/infra/local/bootstrap.sh $(VENV)
@@ -32,9 +32,13 @@ bench: setup
 test: setup
 	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-## Fast feedback: only tests that need no broker, Spark or Airflow run.
-test-unit: setup
+## Fast feedback (a few minutes): only tests that need no broker, Spark or Airflow run.
+test-fast test-unit: setup
 	@$(VENV)/bin/python -m pytest tests/unit $(PYTEST_ARGS)
+
+## The deployment test alone: PostgreSQL, api-server, scheduler, dag-processor, triggerer, REST API, Chromium.
+test-deployment: setup
+	@$(VENV)/bin/python -m pytest tests/deploy -s $(PYTEST_ARGS)
 
 ## Harness ceiling: msg/s of one worker process with full measurement vs each library's bare send loop.
 bench-harness: setup

@@ -2,7 +2,10 @@
 # Installs what brokerbench needs on this machine, idempotently:
 #   - Debian packages (when run as root): rabbitmq-server (local RabbitMQ
 #     broker), a Java runtime (Spark), python3-venv, chrony, openssh-server
-#     (the loopback sshd the aws tests use), shellcheck (the aws scripts' check);
+#     (the loopback sshd the aws tests use), shellcheck (the aws scripts' check),
+#     postgresql (the deployment test's metadata database: a cluster of its
+#     own on a loopback port, the packaged one is not used) and chromium (the
+#     tests look at the Airflow UI and the served report as a user would);
 #   - the project virtualenv with pinned Python packages (requirements.txt,
 #     constraints.txt) and brokerbench itself (editable);
 #   - the Airflow metadata database (SQLite, inside the project).
@@ -19,6 +22,8 @@ command -v chronyd >/dev/null 2>&1 || [ -x /usr/sbin/chronyd ] || need_pkgs+=(ch
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v shellcheck >/dev/null 2>&1 || need_pkgs+=(shellcheck)  # aws install scripts are checked
 "$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_pkgs+=(python3-venv)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
@@ -27,9 +32,11 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     apt-get install -y -q --no-install-recommends "${need_pkgs[@]}" >/dev/null
     # the Debian package may start services on systems with an init: brokerbench
     # starts its own nodes on its own ports, so stop the packaged one if it runs
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet rabbitmq-server 2>/dev/null; then
-      systemctl stop rabbitmq-server || true
-    fi
+    for svc in rabbitmq-server postgresql; do
+      if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+        systemctl stop "$svc" || true
+      fi
+    done
   else
     echo "bootstrap: not root, cannot install Debian packages: ${need_pkgs[*]}" >&2
     echo "bootstrap: install them (sudo apt-get install ${need_pkgs[*]}) and run again" >&2
