@@ -113,8 +113,32 @@ class ReleaseEnvironmentOperator(BrokerbenchStepOperator):
         return {"released": pipeline.release_environment(ctx)}
 
 
+def _cleanup_failed_provision(context: Any) -> None:
+    """on_failure_callback of provision: Airflow skips a setup's teardown when the setup failed, so whatever
+    the failed tries created (found again by the run's tag) is removed here."""
+    task = context["task"]
+    ctx = run_context(task.suite, context)
+    try:
+        with ctx.synced():
+            env = ctx.environment()
+            if hasattr(env, "cleanup_failed_provision"):
+                record = env.cleanup_failed_provision(reason=str(context.get("exception")))
+                log.warning("provision failed; cleaned up: %s", record)
+            else:
+                log.warning("provision failed; teardown of what it started: %s", env.teardown())
+    except Exception as e:  # noqa: BLE001 - a callback never raises; the hourly sweeper is the last resort
+        log.error("cleanup after the failed provision did not complete: %s: %s", type(e).__name__, e)
+
+
 class ProvisionOperator(BrokerbenchStepOperator):
+    """Creates (or finds again) the hosts. A failed provision removes what it created: in the environment's own
+    code (aws) and, when the last try fails, in ``on_failure_callback``."""
+
     ui_color = "#d5f5e3"
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("on_failure_callback", _cleanup_failed_provision)
+        super().__init__(**kwargs)
 
     def step(self, ctx):
         return pipeline.provision(ctx)

@@ -140,6 +140,11 @@ def validate(ctx: RunContext) -> dict[str, Any]:
         if isinstance(value, dict) and isinstance(plan.environment_settings.get(key), dict):
             value = {**plan.environment_settings[key], **value}
         plan.environment_settings[key] = value
+    if plan.environment == "aws":
+        # profiles, counts, versions, types, cost cap: refused here, naming the setting, before any machine
+        from brokerbench.environments.aws import check_plan
+
+        check_plan(plan, ctx.params)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     ctx.plan_path.write_text(plan.to_json())
     combos = sorted({(i.broker, i.variant) for i in plan.items})

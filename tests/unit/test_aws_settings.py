@@ -199,3 +199,20 @@ def test_provision_refuses_before_any_ec2_call(tmp_path, monkeypatch):
     env = AwsEnvironment("t/unit-refused", {**BASE, "state_dir": str(tmp_path), "instance_counts": {"broker": 0}})
     with pytest.raises(AwsSettingsError, match="at least 1 broker instance"):
         env.provision()
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"tuning_profile": "no-such-profile"}, "params.tuning_profile"),
+    ({"instance_counts": {"broker": 0}}, "params.instance_counts.broker"),
+])
+def test_the_validate_task_refuses_bad_aws_params_before_any_machine(tmp_path, monkeypatch, params, field):
+    """pipeline.validate (the DAG's first task) applies the checks: no plan.json, nothing provisioned."""
+    from brokerbench import pipeline
+
+    monkeypatch.setenv("BROKERBENCH_AWS_SETTINGS", json.dumps({"ami": BASE["ami"],
+                                                               "controller_cidr": BASE["controller_cidr"]}))
+    ctx = pipeline.RunContext(dag_id="brokerbench_aws_seed_latency", run_id="manual__1", suite="aws-seed-latency",
+                              params={"results_root": str(tmp_path), **params})
+    with pytest.raises(SpecError, match=field.replace(".", r"\.")):
+        pipeline.validate(ctx)
+    assert not ctx.plan_path.exists()
