@@ -65,3 +65,29 @@ def test_phase_operator_on_kill_stops_the_workers(tmp_path, monkeypatch):
             if w.poll() is None:
                 w.kill()
                 w.wait()
+
+
+def test_the_aws_agent_stops_the_workers_on_its_host(tmp_path):
+    """What AwsEnvironment.stop_workers runs on each client host over SSH."""
+    import json
+
+    state = (tmp_path / "host" / "local").resolve()
+    state.mkdir(parents=True)
+    workers = [_fake_worker(state) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        out = subprocess.run([sys.executable, "-m", "brokerbench.environments.aws_agent", "stop-workers",
+                              "--state-dir", str(state), "--run-key", "dag/run"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert all(w.wait(timeout=10) is not None for w in workers)
+        from brokerbench.environments.aws_agent import RESULT_PREFIX
+
+        line = next(l for l in out.stdout.splitlines() if l.startswith(RESULT_PREFIX))
+        result = json.loads(line[len(RESULT_PREFIX):])
+        assert len(result.get("stopped", [])) == 2, out.stdout
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()

@@ -565,6 +565,23 @@ class AwsEnvironment(Environment):
             t.join()
         return [r for r in results if r is not None]
 
+    def stop_workers(self) -> list[str]:
+        """Stop this run's workers on every client host (the agent's ``stop-workers``), e.g. when the phase
+        task was killed: the SSH session's end does not stop the workers the agent started."""
+        stopped: list[str] = []
+        try:
+            clients = self.hosts("client")
+        except Exception as e:  # noqa: BLE001 - nothing provisioned: nothing to stop
+            log.info("stop workers: no client hosts (%s)", e)
+            return stopped
+        for host in clients:
+            try:
+                res = self.agent(host, "stop-workers", None, timeout=60)
+                stopped += [f"{host.name}: {w}" for w in res.get("stopped", [])]
+            except Exception as e:  # noqa: BLE001 - the others still get stopped
+                log.warning("stop workers on %s failed: %s", host.name, e)
+        return stopped
+
     # -- teardown ----------------------------------------------------------------------------
     def teardown(self) -> dict[str, Any]:
         """Terminate every instance tagged with the run (found by tag, not by ids

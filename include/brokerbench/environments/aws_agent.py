@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     ap = argparse.ArgumentParser(prog="python -m brokerbench.environments.aws_agent")
     ap.add_argument("command", choices=["deploy", "health", "undeploy", "teardown", "run-workers",
-                                        "metrics-start", "metrics-stop"])
+                                        "stop-workers", "metrics-start", "metrics-stop"])
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--run-key", default="aws-host")
     ap.add_argument("--spec", help="JSON file with the command's arguments")
@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         elif a.command == "undeploy":
             _env(a.state_dir, a.run_key, spec.get("settings")).undeploy(spec["broker"])
             result = {"broker": spec["broker"], "stopped": True}
+        elif a.command == "stop-workers":
+            result = {"stopped": _env(a.state_dir, a.run_key).stop_workers() if Path(a.state_dir).exists() else []}
         elif a.command == "teardown":
             env = _env(a.state_dir, a.run_key)
             result = env.teardown() if Path(a.state_dir).exists() else {"note": "no state directory"}
