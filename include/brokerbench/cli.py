@@ -285,7 +285,10 @@ def _cmd_bench(args) -> int:
     started = time.time()
     scan = OutputScan()
     with log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        # `airflow dags test` runs every task in its own process: the environment's lease is bound to it, so a
+        # run stopped with Ctrl-C does not keep the environment until the lease expires
+        env = dict(os.environ, BROKERBENCH_LEASE_BOUND_TO_PROCESS="1")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
         assert proc.stdout is not None
         for line in proc.stdout:
             log.write(line)

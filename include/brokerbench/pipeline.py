@@ -180,8 +180,10 @@ def acquire_environment(ctx: RunContext):
     from brokerbench import lease
 
     scope, slots = lease_scope(ctx)
+    # `brokerbench bench` runs the whole DAG in one `airflow dags test` process: the lease goes with it
+    bound = os.getpid() if os.environ.get("BROKERBENCH_LEASE_BOUND_TO_PROCESS") else None
     return lease.acquire(scope, ctx.run_key, slots=slots, ttl_s=lease_ttl_s(ctx),
-                         note=f"suite {ctx.suite}, results {ctx.run_dir}")
+                         note=f"suite {ctx.suite}, results {ctx.run_dir}", bound_pid=bound)
 
 
 def hold_environment(ctx: RunContext) -> None:

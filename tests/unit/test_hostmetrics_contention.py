@@ -101,3 +101,26 @@ def test_summarise_means_and_other_runs():
     # samples of an older sampler: no attribution, no such keys
     old = hostmetrics.summarise([{"ts": 1.0, "cpu_percent": 5.0}])
     assert "foreign_cpu_mean_percent" not in old and "other_runs" not in old
+
+
+def test_foreign_load_is_named_by_process():
+    """A busy process that is not the run's shows up by name in the sample and the phase summary."""
+    import subprocess
+    import sys
+
+    from brokerbench.environments import hostmetrics
+
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 20: pass"])
+    try:
+        cpu = hostmetrics.ProcessCpu("/no/such/run")
+        samples = []
+        for _ in range(3):
+            time.sleep(1.0)
+            samples.append(cpu.measure())
+        name = __import__("psutil").Process(busy.pid).name()
+        assert all(name in s["foreign_top"] for s in samples), samples
+        summary = hostmetrics.summarise([{"ts": i, **s} for i, s in enumerate(samples)])
+        assert summary["foreign_top_mean_percent"][name] >= 20.0  # one busy core of two is 50 %
+    finally:
+        busy.kill()
+        busy.wait()

@@ -100,3 +100,20 @@ def test_the_trigger_fires_when_the_lease_is_released(lock_dir):
 
     event = asyncio.run(wait_for_event())
     assert event.payload == {"scope": "local@h", "free": True}
+
+
+def test_a_lease_bound_to_a_process_goes_with_it(caplog):
+    """`brokerbench bench` runs a whole DAG in one process; a stopped one frees the environment at once."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert lease.acquire("local@h", "bench-run", bound_pid=proc.pid, ttl_s=3600) is None
+        assert lease.acquire("local@h", "next") is not None  # its process lives: still held
+    finally:
+        proc.kill()
+        proc.wait()
+    with caplog.at_level("WARNING", logger="brokerbench"):
+        assert lease.acquire("local@h", "next") is None
+    assert "process running that run" in caplog.text

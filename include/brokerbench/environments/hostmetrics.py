@@ -68,6 +68,10 @@ MARKER_STATE = "BROKERBENCH_STATE_DIR"
 OWN, FOREIGN, UNATTRIBUTED = "own", "foreign", "unattributed"
 
 
+#: the busiest foreign processes (by name) recorded per sample
+FOREIGN_TOP = 3
+
+
 class ProcessCpu:
     """CPU of every process since the previous call, split by who it belongs to.
 
@@ -116,8 +120,9 @@ class ProcessCpu:
         dt = max(now_mono - self.prev_mono, 1e-6)
         used = {OWN: 0.0, FOREIGN: 0.0, UNATTRIBUTED: 0.0}
         runs: dict[str, float] = {}
+        foreign_by_name: dict[str, float] = {}
         seen: dict[tuple[int, float], float] = {}
-        for p in psutil.process_iter(["cpu_times", "create_time"]):
+        for p in psutil.process_iter(["cpu_times", "create_time", "name"]):
             ct, times = p.info.get("create_time"), p.info.get("cpu_times")
             if ct is None or times is None:
                 continue
@@ -138,6 +143,9 @@ class ProcessCpu:
             used[cls[0]] += delta
             if cls[1] is not None:
                 runs[cls[1]] = runs.get(cls[1], 0.0) + delta
+            elif cls[0] == FOREIGN:
+                name = p.info.get("name") or "?"
+                foreign_by_name[name] = foreign_by_name.get(name, 0.0) + delta
         for key in [k for k in self.classes if k not in seen]:
             del self.classes[key]
         self.prev, self.prev_wall, self.prev_mono = seen, now_wall, now_mono
@@ -148,9 +156,12 @@ class ProcessCpu:
             # in full here: never report more than every core
             return round(min(100.0, seconds * scale), 2)
 
+        # who the foreign load is (process names, the busiest first), so a user can act on it
+        top = sorted(foreign_by_name.items(), key=lambda kv: -kv[1])[:FOREIGN_TOP]
         return {"own_cpu_percent": pct(used[OWN]), "foreign_cpu_percent": pct(used[FOREIGN]),
                 "unattributed_cpu_percent": pct(used[UNATTRIBUTED]),
-                "other_runs": {k: pct(v) for k, v in sorted(runs.items())}}
+                "other_runs": {k: pct(v) for k, v in sorted(runs.items())},
+                "foreign_top": {k: pct(v) for k, v in top if pct(v) >= 1.0}}
 
 
 def sample_forever(out: str, interval: float, host: str, state_dir: str | None = None,
@@ -235,6 +246,15 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
         # mean over every sample of the phase (0 where the other run was not seen)
         out["other_runs_cpu_mean_percent"] = round(sum(sum(v) for v in runs.values()) / len(attributed), 3)
         out["other_runs_samples"] = sum(1 for s in attributed if s["other_runs"])
+    named = [s["foreign_top"] for s in samples if isinstance(s.get("foreign_top"), dict)]
+    if named:
+        # mean over the phase's samples, % of all cores, the busiest first
+        totals: dict[str, float] = {}
+        for top in named:
+            for name, cpu in top.items():
+                totals[name] = totals.get(name, 0.0) + float(cpu)
+        out["foreign_top_mean_percent"] = {k: round(v / len(named), 1) for k, v in
+                                           sorted(totals.items(), key=lambda kv: -kv[1])[:5]}
     return out
 
 
