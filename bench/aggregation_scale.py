@@ -8,15 +8,18 @@ come from lognormal / exponential samples (``--samples`` values per
 histogram and interval), so bucket counts are those of real data.
 
 For every size N the script runs ONE ``spark-submit spark_jobs/aggregate.py
---run-dir R1 ... --run-dir RN`` (the job aggregates the runs one after the
-other in one Spark application, as the history job does) and prints the
-wall time of the whole spark-submit, JVM start included::
+--run-dir R1 ... --run-dir RN`` (the job aggregates all runs in one query, the
+run as a key) and prints the wall time of the whole spark-submit, JVM start
+included, and the number of Spark jobs of the application (from its event
+log)::
 
     SPARK_LOCAL_IP=127.0.0.1 PATH=$PWD/.venv/bin:$PATH \\
       .venv/bin/python bench/aggregation_scale.py --runs 1 10 100 --master 'local[2]'
 
 ``--master`` is handed to spark-submit unchanged (the DAG takes it from the
 ``brokerbench_spark`` connection); nothing in the job depends on it.
+``--job`` measures another version of the job (e.g. a copy of an older
+aggregate.py) on the same generated runs.
 """
 
 from __future__ import annotations
@@ -90,16 +93,29 @@ def write_run(run_dir: Path, pool: dict[str, list[str]], samples: int, rng: np.r
     return total
 
 
-def spark_submit(master: str, run_dirs: list[Path]) -> tuple[float, subprocess.CompletedProcess]:
+def spark_submit(master: str, job: Path, args_: list[str], event_dir: Path
+                 ) -> tuple[float, subprocess.CompletedProcess, int | None]:
+    """Run the job; (wall seconds, process, Spark jobs of the application from its event log)."""
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    args = [str(bin_dir / "spark-submit"), "--master", master, str(JOB)]
-    for d in run_dirs:
-        args += ["--run-dir", str(d)]
+    shutil.rmtree(event_dir, ignore_errors=True)
+    event_dir.mkdir(parents=True)
+    args = [str(bin_dir / "spark-submit"), "--master", master, "--conf", "spark.eventLog.enabled=true",
+            "--conf", f"spark.eventLog.dir={event_dir.as_uri()}", str(job), *args_]
     started = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, env=env)
-    return time.monotonic() - started, proc
+    wall = time.monotonic() - started
+    return wall, proc, spark_jobs(event_dir)
+
+
+def spark_jobs(event_dir: Path) -> int | None:
+    """SparkListenerJobStart events in the application's event log (None without a log)."""
+    logs = [p for p in event_dir.iterdir() if p.is_file()]
+    if len(logs) != 1:
+        return None
+    with open(logs[0], encoding="utf-8") as fh:
+        return sum(1 for line in fh if '"Event":"SparkListenerJobStart"' in line)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=1000, help="values per histogram per interval and process")
     ap.add_argument("--workdir", help="where to write the synthetic runs (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the synthetic runs")
+    ap.add_argument("--job", type=Path, default=JOB, help="the aggregation job to run (default: %(default)s)")
     args = ap.parse_args(argv)
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="brokerbench-scale-"))
@@ -131,15 +148,18 @@ def main(argv: list[str] | None = None) -> int:
                 if not d.exists():
                     shutil.copytree(template / "raw", d / "raw")
                 dirs.append(d)
-            wall, proc = spark_submit(args.master, dirs)
+            for d in dirs:
+                shutil.rmtree(d / "summary", ignore_errors=True)
+            run_args = [a for d in dirs for a in ("--run-dir", str(d))]
+            wall, proc, jobs = spark_submit(args.master, args.job, run_args, work / "eventlog")
             if proc.returncode != 0:
                 print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
                 return 1
             written = sum(1 for d in dirs if (d / "summary" / "summary.csv").exists())
             assert written == n, (written, n)
             results.append((n, n * size, wall))
-            print(f"runs={n:<4d} input={n * size / 1e6:8.1f} MB  wall={wall:7.1f} s  per run={wall / n:6.2f} s "
-                  f"(master {args.master})", flush=True)
+            print(f"runs={n:<4d} input={n * size / 1e6:8.1f} MB  wall={wall:7.1f} s  per run={wall / n:6.2f} s  "
+                  f"spark jobs={jobs}  (master {args.master}, job {args.job})", flush=True)
             if not args.keep:
                 shutil.rmtree(work / f"n{n}")
     finally:

@@ -1,0 +1,204 @@
+"""The histogram merge: each bucket is merged once per level, every percentile is read from
+a merged histogram in one step per group.
+
+Levels, all runs of the invocation at once, on integer keys (``gid``: one number per run x
+phase x workload x broker x driver x variant, see :func:`group_ids`):
+
+- level 0: per interval index (measured phase) or per interval index and step (sweep):
+  ``explode`` of the worker files' (bucket, count) pairs, summed per bucket; the only pass
+  over the raw buckets;
+- level 1: per phase (measured) or per step (sweep), summed from level 0.
+
+Percentiles: per group the merged buckets are collected in key order and a single
+``aggregate`` over them (a JVM higher-order function, no Python on the executors) finds,
+for every percentile p, the first bucket whose cumulative count reaches
+ceil(p/100 x count) (at least 1), capped at the exact maximum; p100 is the exact maximum.
+These are the semantics of ``brokerbench.histogram.LogHistogram.percentile``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, METRICS
+
+#: the percentiles read by rank (p100 is the exact maximum)
+RANKED = [p for p in ALL_PERCENTILES if p < 100]
+#: histogram keys of one merged group
+LEVEL_KEYS = ["gid", "level", "index", "s", "metric"]
+
+GROUPS = T.StructType([
+    T.StructField("gid", T.IntegerType(), False),
+    T.StructField("run", T.IntegerType(), False),
+    T.StructField("sweep", T.BooleanType(), False),
+    *[T.StructField(c, T.StringType()) for c in COMBO],
+])
+FILE_GROUPS = T.StructType([
+    T.StructField("run", T.IntegerType(), False),
+    T.StructField("file", T.StringType()),
+    T.StructField("gid", T.IntegerType(), False),
+    T.StructField("sweep", T.BooleanType(), False),
+    T.StructField("worker", T.StringType()),
+])
+
+
+def pct_col(index: int) -> str:
+    """Column of the value at ALL_PERCENTILES[index] (µs)."""
+    return f"q{index}"
+
+
+def group_ids(spark: SparkSession, metas: Sequence[dict[str, Any]]) -> tuple[DataFrame, DataFrame, list[dict]]:
+    """Integer keys for the merge, from the meta records of the measured and sweep phases.
+
+    ``metas``: rows with run, file, phase, worker and the COMBO columns (one per meta record).
+    Returns (groups, file_groups, group_rows): ``groups`` maps gid to run, sweep and COMBO;
+    ``file_groups`` maps (run, file) to gid, sweep and the worker (one row per meta record,
+    as the join of intervals to their meta record).
+    """
+    def sort_key(key):
+        return tuple((v is None, v if v is not None else "") if isinstance(v, (str, type(None))) else (False, v)
+                     for v in key)
+
+    keys = sorted({(m["run"], m["phase"] == "sweep", *[m[c] for c in COMBO]) for m in metas}, key=sort_key)
+    gid = {k: i for i, k in enumerate(keys)}
+    group_rows = [dict(gid=i, run=k[0], sweep=k[1], **dict(zip(COMBO, k[2:]))) for k, i in gid.items()]
+    file_rows = [(m["run"], m["file"], gid[(m["run"], m["phase"] == "sweep", *[m[c] for c in COMBO])],
+                  m["phase"] == "sweep", m["worker"]) for m in metas]
+    groups = spark.createDataFrame([tuple(r[f.name] for f in GROUPS.fields) for r in group_rows], GROUPS)
+    return groups, spark.createDataFrame(file_rows, FILE_GROUPS), group_rows
+
+
+def _level_key(df: DataFrame) -> DataFrame:
+    """s = the step for sweep files (null for measured ones); sweep intervals without a step are not merged."""
+    return df.filter(~F.col("sweep") | F.col("step").isNotNull()).withColumn(
+        "s", F.when(F.col("sweep"), F.col("step")))
+
+
+def merged_buckets(buckets: DataFrame, file_groups: DataFrame) -> DataFrame:
+    """Level 0 and 1 of the bucket merge: (gid, level, index, s, metric, bucket, n).
+
+    The raw pairs are exploded and summed once (level 0); level 1 sums level 0's rows.
+    """
+    rows = _level_key(buckets.join(F.broadcast(file_groups.drop("worker")), on=["run", "file"], how="inner"))
+    pairs = (
+        rows.select("gid", "index", "s",
+                    F.posexplode(F.array(*[F.col(m) for m in METRIC_NAMES])).alias("metric", "h"))
+        .select("gid", "index", "s", "metric", F.inline(F.arrays_zip("h.buckets", "h.counts")))
+    )
+    level0 = pairs.groupBy("gid", "index", "s", "metric", F.col("buckets").alias("bucket")).agg(
+        F.sum("counts").alias("n"))
+    level1 = level0.groupBy("gid", "s", "metric", "bucket").agg(F.sum("n").alias("n"))
+    return (
+        level0.filter(F.col("s").isNull())  # per interval: measured phase only
+        .select("gid", F.lit(0).alias("level"), "index", "s", "metric", "bucket", "n")
+        .unionByName(level1.select("gid", F.lit(1).alias("level"), F.lit(None).cast("long").alias("index"),
+                                   "s", "metric", "bucket", "n"))
+    )
+
+
+def ranked_percentiles(merged: DataFrame) -> DataFrame:
+    """Per group of LEVEL_KEYS: count (Σ bucket counts) and ``r`` = the bucket key at each
+    percentile of RANKED (array; shorter when the count is 0), in one pass over the buckets."""
+    k = len(RANKED)
+    grouped = merged.groupBy(*LEVEL_KEYS).agg(
+        F.sum("n").alias("count"),
+        F.array_sort(F.collect_list(F.struct("bucket", "n"))).alias("h"),
+    ).withColumn(
+        # rank of the value at p: ceil(p/100 x count), at least 1 (ascending with p)
+        "ranks", F.array(*[F.greatest(F.lit(1), F.ceil(F.lit(p / 100.0) * F.col("count"))) for p in RANKED]),
+    )
+
+    def step(acc, x):
+        cum = acc["c"] + F.coalesce(x["n"], F.lit(0).cast("long"))
+        found = F.size(acc["r"])
+        crossed = (found < k) & (cum >= F.get(F.col("ranks"), found))
+        # every rank reached at this bucket takes its key
+        reached = F.size(F.filter(F.col("ranks"), lambda q: q <= cum))
+        return F.struct(
+            cum.alias("c"),
+            F.when(crossed, F.concat(acc["r"], F.array_repeat(x["bucket"], reached - found)))
+            .otherwise(acc["r"]).alias("r"),
+        )
+
+    start = F.struct(F.lit(0).cast("long").alias("c"), F.array().cast("array<bigint>").alias("r"))
+    return grouped.select(*LEVEL_KEYS, "count", F.aggregate("h", start, step, lambda acc: acc["r"]).alias("r"))
+
+
+def histogram_scalars(scalars: DataFrame, file_groups: DataFrame) -> DataFrame:
+    """sum, min, max, overflow and negative per group of LEVEL_KEYS (level 0: measured intervals)."""
+    rows = _level_key(
+        scalars.filter(F.col("record") == "interval")
+        .select("run", "file", "index", "step", *METRIC_NAMES)
+        .join(F.broadcast(file_groups.drop("worker")), on=["run", "file"], how="inner"))
+    level0 = (
+        rows.select("gid", "index", "s", F.posexplode(F.array(*[F.col(m) for m in METRIC_NAMES])).alias("metric", "h"))
+        .groupBy("gid", "index", "s", "metric").agg(
+            F.sum("h.sum").alias("sum"),
+            F.min("h.min").alias("min"),
+            F.max("h.max").alias("max"),
+            F.coalesce(F.sum("h.overflow"), F.lit(0)).alias("overflow"),
+            F.coalesce(F.sum("h.negative"), F.lit(0)).alias("negative"),
+        )
+    )
+    level1 = level0.groupBy("gid", "s", "metric").agg(
+        F.sum("sum").alias("sum"),
+        F.min("min").alias("min"),
+        F.max("max").alias("max"),
+        F.sum("overflow").alias("overflow"),
+        F.sum("negative").alias("negative"),
+    )
+    cols = ["sum", "min", "max", "overflow", "negative"]
+    return (
+        level0.filter(F.col("s").isNull()).select("gid", F.lit(0).alias("level"), "index", "s", "metric", *cols)
+        .unionByName(level1.select("gid", F.lit(1).alias("level"), F.lit(None).cast("long").alias("index"),
+                                   "s", "metric", *cols))
+    )
+
+
+def histogram_stats(scalars: DataFrame, buckets: DataFrame, file_groups: DataFrame) -> DataFrame:
+    """Every merged histogram: LEVEL_KEYS, count, sum, min, max, overflow, negative and
+    ``q<i>`` = value at ALL_PERCENTILES[i] (µs, capped at the exact maximum)."""
+    stats = histogram_scalars(scalars, file_groups).alias("a")
+    pcts = ranked_percentiles(merged_buckets(buckets, file_groups)).alias("b")
+    on = [F.col(f"a.{c}").eqNullSafe(F.col(f"b.{c}")) for c in LEVEL_KEYS]
+    joined = stats.join(pcts, on=on, how="left")
+    out = [F.col(f"a.{c}").alias(c) for c in LEVEL_KEYS]
+    out += [F.coalesce(F.col("b.count"), F.lit(0)).alias("count")]
+    out += [F.col(f"a.{c}").alias(c) for c in ("sum", "min", "max", "overflow", "negative")]
+    ranked = iter(range(len(RANKED)))
+    for i, p in enumerate(ALL_PERCENTILES):
+        if p >= 100:
+            out.append(F.col("a.max").alias(pct_col(i)))  # the exact maximum
+        else:
+            # a bucket's key may exceed the exact maximum: never report more
+            out.append(F.least(F.get(F.col("b.r"), next(ranked)), F.col("a.max")).alias(pct_col(i)))
+    return joined.select(*out)
+
+
+def widen(stats: DataFrame, keys: Sequence[str], percentiles: Sequence[tuple[str, float]]) -> DataFrame:
+    """One row per ``keys``, one column per metric x statistic, in the metric's reporting unit
+    (a conditional aggregation over the three metrics' rows)."""
+    cols = []
+    for m, metric in enumerate(METRIC_NAMES):
+        prefix, unit, divisor = METRICS[metric]
+
+        def pick(expr: F.Column) -> F.Column:
+            return F.max(F.when(F.col("metric") == m, expr))
+
+        cols += [
+            pick(F.when(F.col("count") > 0, F.col("sum") / F.col("count") / divisor)).alias(f"{prefix}_avg_{unit}"),
+            pick(F.col("min") / divisor).alias(f"{prefix}_min_{unit}"),
+        ]
+        for label, p in percentiles:
+            cols.append(pick(F.col(pct_col(ALL_PERCENTILES.index(p))) / divisor).alias(f"{prefix}_{label}_{unit}"))
+        cols += [
+            pick(F.col("max") / divisor).alias(f"{prefix}_max_{unit}"),
+            pick(F.col("count")).alias(f"{prefix}_count"),
+            pick(F.col("overflow")).alias(f"{prefix}_overflow_count"),
+            pick(F.col("negative")).alias(f"{prefix}_negative_count"),
+        ]
+    return stats.groupBy(*keys).agg(*cols)
