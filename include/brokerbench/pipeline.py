@@ -163,7 +163,12 @@ def lease_scope(ctx: RunContext) -> tuple[str, int]:
     env = ctx.environment_name()
     if env == "local":
         return scope_for(env), 1
-    settings = ctx._env_settings()
+    if env == "aws":
+        from brokerbench.environments.aws import merge_settings
+
+        settings, _ = merge_settings(ctx._env_settings())  # defaults < suite and params < site settings
+    else:
+        settings = ctx._env_settings()
     return scope_for(env), max(1, int(settings.get("max_concurrent_runs") or 1))
 
 

@@ -62,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "kafka_mode": None,                    # kraft | zookeeper; None: by version (ZooKeeper before 3.3)
     "tuning_profile": "default",           # named broker tunings (include/infra/aws/profiles.yaml)
     "cost_cap_usd": 100.0,
+    "max_concurrent_runs": 1,              # runs holding fleets at once (the environment's lease slots)
     "max_lifetime_hours": None,            # None: 1.5 x expected + 1 h
     "prices_usd_per_hour": {},
     "deploy_mode": "install",              # install | local
