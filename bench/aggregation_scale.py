@@ -102,7 +102,8 @@ def spark_submit(master: str, job: Path, args_: list[str], event_dir: Path
     shutil.rmtree(event_dir, ignore_errors=True)
     event_dir.mkdir(parents=True)
     args = [str(bin_dir / "spark-submit"), "--master", master, "--conf", "spark.eventLog.enabled=true",
-            "--conf", f"spark.eventLog.dir={event_dir.as_uri()}", str(job), *args_]
+            "--conf", f"spark.eventLog.dir={event_dir.as_uri()}", "--conf", "spark.eventLog.compress=false",
+            "--conf", "spark.eventLog.rolling.enabled=false", str(job), *args_]
     started = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, env=env)
     wall = time.monotonic() - started
@@ -111,11 +112,14 @@ def spark_submit(master: str, job: Path, args_: list[str], event_dir: Path
 
 def spark_jobs(event_dir: Path) -> int | None:
     """SparkListenerJobStart events in the application's event log (None without a log)."""
-    logs = [p for p in event_dir.iterdir() if p.is_file()]
-    if len(logs) != 1:
+    logs = [p for p in event_dir.rglob("*") if p.is_file() and not p.name.startswith((".", "appstatus"))]
+    if not logs:
         return None
-    with open(logs[0], encoding="utf-8") as fh:
-        return sum(1 for line in fh if '"Event":"SparkListenerJobStart"' in line)
+    jobs = 0
+    for log in logs:
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            jobs += sum(1 for line in fh if '"Event":"SparkListenerJobStart"' in line)
+    return jobs
 
 
 def main(argv: list[str] | None = None) -> int:

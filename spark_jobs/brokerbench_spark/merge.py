@@ -5,8 +5,8 @@ Levels, all runs of the invocation at once, on integer keys (``gid``: one number
 phase x workload x broker x driver x variant, see :func:`group_ids`):
 
 - level 0: per interval index (measured phase) or per interval index and step (sweep):
-  ``explode`` of the worker files' (bucket, count) pairs, summed per bucket; the only pass
-  over the raw buckets;
+  ``posexplode`` of the worker files' bucket arrays (the count at the same position),
+  summed per bucket; the only pass over the raw buckets;
 - level 1: per phase (measured) or per step (sweep), summed from level 0.
 
 Percentiles: per group the merged buckets are collected in key order and a single
@@ -87,14 +87,17 @@ def merged_buckets(buckets: DataFrame, file_groups: DataFrame) -> DataFrame:
     pairs = (
         rows.select("gid", "index", "s",
                     F.posexplode(F.array(*[F.col(m) for m in METRIC_NAMES])).alias("metric", "h"))
-        .select("gid", "index", "s", "metric", F.inline(F.arrays_zip("h.buckets", "h.counts")))
+        # position in the bucket array -> its count (no struct per pair, as arrays_zip would make)
+        .select("gid", "index", "s", "metric", F.col("h.counts").alias("counts"),
+                F.posexplode("h.buckets").alias("i", "bucket"))
+        .select("gid", "index", "s", "metric", "bucket", F.get(F.col("counts"), F.col("i")).alias("n"))
     )
-    level0 = pairs.groupBy("gid", "index", "s", "metric", F.col("buckets").alias("bucket")).agg(
-        F.sum("counts").alias("n"))
+    level0 = pairs.groupBy("gid", "index", "s", "metric", "bucket").agg(F.sum("n").alias("n"))
     level1 = level0.groupBy("gid", "s", "metric", "bucket").agg(F.sum("n").alias("n"))
+    # level 0 as it is in both branches (a filter would be pushed below the merge and the
+    # exchange not reused): the sweep's interval rows come along and are not used
     return (
-        level0.filter(F.col("s").isNull())  # per interval: measured phase only
-        .select("gid", F.lit(0).alias("level"), "index", "s", "metric", "bucket", "n")
+        level0.select("gid", F.lit(0).alias("level"), "index", "s", "metric", "bucket", "n")
         .unionByName(level1.select("gid", F.lit(1).alias("level"), F.lit(None).cast("long").alias("index"),
                                    "s", "metric", "bucket", "n"))
     )
@@ -106,25 +109,26 @@ def ranked_percentiles(merged: DataFrame) -> DataFrame:
     k = len(RANKED)
     grouped = merged.groupBy(*LEVEL_KEYS).agg(
         F.sum("n").alias("count"),
-        F.array_sort(F.collect_list(F.struct("bucket", "n"))).alias("h"),
-    ).withColumn(
-        # rank of the value at p: ceil(p/100 x count), at least 1 (ascending with p)
-        "ranks", F.array(*[F.greatest(F.lit(1), F.ceil(F.lit(p / 100.0) * F.col("count"))) for p in RANKED]),
+        F.sort_array(F.collect_list(F.struct("bucket", "n"))).alias("h"),  # in bucket order
     )
+    # rank of the value at p: ceil(p/100 x count), at least 1 (ascending with p); evaluated
+    # once per group, as part of the accumulator
+    ranks = F.array(*[F.greatest(F.lit(1), F.ceil(F.lit(p / 100.0) * F.col("count"))) for p in RANKED])
 
     def step(acc, x):
         cum = acc["c"] + F.coalesce(x["n"], F.lit(0).cast("long"))
         found = F.size(acc["r"])
-        crossed = (found < k) & (cum >= F.get(F.col("ranks"), found))
+        crossed = (found < k) & (cum >= F.get(acc["k"], found))
         # every rank reached at this bucket takes its key
-        reached = F.size(F.filter(F.col("ranks"), lambda q: q <= cum))
+        reached = F.size(F.filter(acc["k"], lambda q: q <= cum))
         return F.struct(
             cum.alias("c"),
             F.when(crossed, F.concat(acc["r"], F.array_repeat(x["bucket"], reached - found)))
             .otherwise(acc["r"]).alias("r"),
+            acc["k"].alias("k"),
         )
 
-    start = F.struct(F.lit(0).cast("long").alias("c"), F.array().cast("array<bigint>").alias("r"))
+    start = F.struct(F.lit(0).cast("long").alias("c"), F.array().cast("array<bigint>").alias("r"), ranks.alias("k"))
     return grouped.select(*LEVEL_KEYS, "count", F.aggregate("h", start, step, lambda acc: acc["r"]).alias("r"))
 
 
@@ -153,7 +157,7 @@ def histogram_scalars(scalars: DataFrame, file_groups: DataFrame) -> DataFrame:
     )
     cols = ["sum", "min", "max", "overflow", "negative"]
     return (
-        level0.filter(F.col("s").isNull()).select("gid", F.lit(0).alias("level"), "index", "s", "metric", *cols)
+        level0.select("gid", F.lit(0).alias("level"), "index", "s", "metric", *cols)
         .unionByName(level1.select("gid", F.lit(1).alias("level"), F.lit(None).cast("long").alias("index"),
                                    "s", "metric", *cols))
     )
