@@ -20,10 +20,12 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 #: brokerbench's own log records in `airflow dags test` output: "<ts> [info ] MESSAGE [brokerbench] loc=..."
 _OWN = re.compile(r"^\S+ \[(\w+)\s*\] (.*?)\s+\[brokerbench[\w.]*\]")
@@ -147,6 +149,48 @@ _ECHO_TASKS = {"fail_run_if_any_task_failed", "run_outcome"}
 def run_id_from_line(line: str) -> str | None:
     m = _RUN_ID.search(line)
     return m.group(1) if m else None
+
+
+def _raise_interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the `airflow dags test` process group (its task gets on_kill), SIGKILL after 30 s."""
+    import signal as sig
+
+    for s, wait in ((sig.SIGTERM, 30), (sig.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, s)
+            proc.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def stop_run(suite: str, dag_id: str, run_id: str, conf: dict[str, Any]) -> str:
+    """After a stopped `brokerbench bench`: stop the run's workers and everything it started, give the
+    environment's lease back. Results already measured stay in the run directory."""
+    from brokerbench import pipeline
+
+    ctx = pipeline.RunContext(dag_id=dag_id, run_id=run_id, suite=suite, params=dict(conf))
+    done = []
+    try:
+        with ctx.synced():
+            if ctx.plan_path.exists():
+                env = ctx.environment()
+                done.append(f"{len(env.stop_workers())} worker(s) stopped")
+                record = pipeline.teardown(ctx)
+                done.append(f"teardown: {len(record.get('stopped', []))} process(es) stopped"
+                            + (f", errors: {record['errors']}" if record.get("errors") else ""))
+                done.append("lease released" if pipeline.release_environment(ctx) else "no lease held")
+            else:
+                done.append("nothing to tear down (the run had not been validated)")
+    except Exception as e:  # noqa: BLE001 - say what failed; the sweeper / next teardown is the fallback
+        done.append(f"teardown did not complete: {type(e).__name__}: {e}")
+    return f"run {run_id}: " + "; ".join(done) + f"; results kept in {ctx.run_dir}"
 
 
 class OutputScan:
@@ -288,15 +332,29 @@ def _cmd_bench(args) -> int:
         # `airflow dags test` runs every task in its own process: the environment's lease is bound to it, so a
         # run stopped with Ctrl-C does not keep the environment until the lease expires
         env = dict(os.environ, BROKERBENCH_LEASE_BOUND_TO_PROCESS="1")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
+                                start_new_session=True)
         assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            scan.feed(line)
-            shown = line.rstrip("\n") if args.verbose else _terminal_line(line)
-            if shown is not None:
-                print(shown, flush=True)
-        rc = proc.wait()
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                scan.feed(line)
+                shown = line.rstrip("\n") if args.verbose else _terminal_line(line)
+                if shown is not None:
+                    print(shown, flush=True)
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: stop the run, then tear down what it started (teardown always runs)
+            print("brokerbench: stopped; stopping the run and tearing it down", file=sys.stderr, flush=True)
+            _stop(proc)
+            run_id = scan.run_id or _lookup_run_id(dag_id, logical_date)
+            if run_id:
+                print(f"brokerbench: {stop_run(suite.name, dag_id, run_id, conf)}", file=sys.stderr, flush=True)
+            print(f"brokerbench: full log: {log_path}", file=sys.stderr)
+            return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     elapsed = time.time() - started
     print(f"brokerbench: {dag_id} finished in {elapsed:.0f} s with exit code {rc}", flush=True)
     if rc and not scan.run_started and scan.last_exception:

@@ -32,10 +32,13 @@ class LeaseFreeTrigger(BaseTrigger):
 
         from brokerbench import lease
 
+        said = None
         while True:
             held = await asyncio.to_thread(lease.holders, self.scope, Path(self.lock_dir))
             if len(held) < max(1, self.slots):
                 yield TriggerEvent({"scope": self.scope, "free": True})
                 return
-            self.log.info("waiting for the %s environment: held by %s", self.scope, ", ".join(sorted(held)))
+            if sorted(held) != said:  # a line when the holders change, not every poll
+                said = sorted(held)
+                self.log.info("waiting for the %s environment: held by %s", self.scope, ", ".join(said))
             await asyncio.sleep(self.poll_s)

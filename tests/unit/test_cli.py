@@ -160,3 +160,36 @@ def test_output_scan_of_a_refusal():
     assert not scan.run_started  # "creating dag run" is logged before the params are validated
     assert scan.reason == ["ParamValidationError: Invalid input for param brokers: 'nope' is not one of ['kafka']"]
     assert cli.failure_reason(_REFUSAL_OUTPUT.splitlines()) == scan.reason
+
+
+def test_a_stopped_bench_tears_its_run_down_and_gives_the_lease_back(tmp_path, monkeypatch):
+    """What `brokerbench bench` does after Ctrl-C / SIGTERM (cli.stop_run): workers and every process the
+    run started stop, the environment's lease is released, the results stay."""
+    import time
+
+    from brokerbench import lease, pipeline
+    from brokerbench.environments.local_brokers import MARKER_BROKER, MARKER_STATE
+
+    monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("BROKERBENCH_LOCK_DIR", str(tmp_path / "locks"))
+    conf = {"brokers": ["rabbitmq"], "variants": ["fsync-off"], "results_root": str(tmp_path / "results")}
+    ctx = RunContext(dag_id="brokerbench_smoke", run_id="manual__1", suite="smoke", params=conf)
+    pipeline.validate(ctx)
+    assert pipeline.acquire_environment(ctx) is None
+    state = ctx.environment().state_dir
+    state.mkdir(parents=True)
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
+                              env=dict(os.environ, **{MARKER_STATE: str(state), MARKER_BROKER: role}))
+             for role in ("worker", "rabbitmq")]
+    try:
+        time.sleep(0.5)
+        said = cli.stop_run("smoke", "brokerbench_smoke", "manual__1", conf)
+        assert "1 worker(s) stopped" in said and "lease released" in said and str(ctx.run_dir) in said
+        assert all(p.wait(timeout=30) is not None for p in procs)
+        assert lease.holders(pipeline.lease_scope(ctx)[0]) == {}
+        assert ctx.plan_path.exists()  # what was there is kept
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
