@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import defaultdict
 from typing import Any, Sequence
@@ -12,16 +13,22 @@ from pyspark.sql import functions as F
 
 from .merge import group_ids, histogram_stats
 from .outputs import csv_text, text_table, write_run_outputs, write_summary_parquet
-from .reading import glob_files, read_contention, read_provenance, read_worker_records, worker_pattern, write_text
+from .reading import glob_sized, read_contention, read_provenance, read_worker_records, worker_pattern, write_text
 from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, NoMeasuredData
 from .tables import quantiles_table, summary_table, sweep_table, timeseries_table
+
+
+#: shuffle partitions: at least this many, one more per BYTES_PER_PARTITION of worker files
+SHUFFLE_PARTITIONS = 4
+BYTES_PER_PARTITION = 64 * 1024 * 1024
+MAX_SHUFFLE_PARTITIONS = 400
 
 
 def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
     return (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.ui.showConsoleProgress", "false")
         # a run's worker files are listed on the driver (no listing job per run)
         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1024")
@@ -43,12 +50,18 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str]) -> int:
     dirs = dict(enumerate(run_dirs))
     failures: dict[int, NoMeasuredData] = {}
     files: dict[int, list[str]] = {}
+    input_bytes = 0
     for run, run_dir in dirs.items():
-        paths = glob_files(spark, worker_pattern(run_dir))
-        if paths:
-            files[run] = paths
+        sized = glob_sized(spark, worker_pattern(run_dir))
+        if sized:
+            files[run] = [p for p, _ in sized]
+            input_bytes += sum(n for _, n in sized)
         else:
             failures[run] = NoMeasuredData(f"no worker files match {worker_pattern(run_dir)}")
+    # the bucket merge's shuffle is about 40 % of the input: keep its partitions small
+    # (adaptive execution coalesces the small shuffles of the other stages)
+    spark.conf.set("spark.sql.shuffle.partitions",
+                   str(max(SHUFFLE_PARTITIONS, min(MAX_SHUFFLE_PARTITIONS, math.ceil(input_bytes / BYTES_PER_PARTITION)))))
 
     summary: dict[int, list[dict]] = {}
     timeseries: dict[int, list[dict]] = {}

@@ -29,13 +29,18 @@ def hadoop_path(spark: SparkSession, uri: str):
     return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
 
 
-def glob_files(spark: SparkSession, pattern: str) -> list[str]:
-    """The files a glob matches (sorted URIs; empty when none)."""
+def glob_sized(spark: SparkSession, pattern: str) -> list[tuple[str, int]]:
+    """The files a glob matches with their sizes in bytes (sorted by URI; empty when none)."""
     path, fs = hadoop_path(spark, pattern)
     statuses = fs.globStatus(path)
     if statuses is None:
         return []
-    return sorted(str(s.getPath().toString()) for s in statuses if s.isFile())
+    return sorted((str(s.getPath().toString()), int(s.getLen())) for s in statuses if s.isFile())
+
+
+def glob_files(spark: SparkSession, pattern: str) -> list[str]:
+    """The files a glob matches (sorted URIs; empty when none)."""
+    return [p for p, _ in glob_sized(spark, pattern)]
 
 
 def write_text(spark: SparkSession, uri: str, text: str) -> None:
