@@ -133,7 +133,7 @@ def ranked_percentiles(merged: DataFrame) -> DataFrame:
 
 
 def histogram_scalars(scalars: DataFrame, file_groups: DataFrame) -> DataFrame:
-    """sum, min, max, overflow and negative per group of LEVEL_KEYS (level 0: measured intervals)."""
+    """sum, min, max, overflow and negative per group of LEVEL_KEYS (level 0: every merged interval)."""
     rows = _level_key(
         scalars.filter(F.col("record") == "interval")
         .select("run", "file", "index", "step", *METRIC_NAMES)
