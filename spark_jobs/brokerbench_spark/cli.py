@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from .merge import group_ids, histogram_stats
 from .outputs import csv_text, text_table, write_run_outputs, write_summary_parquet
-from .reading import glob_sized, read_contention, read_provenance, read_worker_records, worker_pattern, write_text
+from .reading import expand_run_dirs, glob_sized, read_contention, read_provenance, read_worker_records, worker_pattern, write_text
 from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, NoMeasuredData
 from .tables import quantiles_table, summary_table, sweep_table, timeseries_table
 
@@ -130,14 +130,14 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Aggregate brokerbench runs (merge histograms, write summary).")
     parser.add_argument("--run-dir", required=True, action="append",
-                        help="a run directory: local path, file://, s3a:// or s3:// URI (repeatable: all runs "
-                             "are aggregated together in one query, each run's outputs in its own directory)")
+                        help="a run directory: local path, file://, s3a:// or s3:// URI, or a glob of run directories "
+                             "(repeatable: all runs are aggregated together in one query, each run's outputs "
+                             "in its own directory)")
     args = parser.parse_args(argv)
-    run_dirs = list(dict.fromkeys(d.rstrip("/") for d in args.run_dir))  # each run once, in order
 
     spark = build_session()
     spark.sparkContext.setLogLevel("WARN")
     try:
-        return aggregate_runs(spark, run_dirs)
+        return aggregate_runs(spark, expand_run_dirs(spark, args.run_dir))  # each run once, in order
     finally:
         spark.stop()

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .reading import hadoop_path
+from .reading import expand_run_dirs, hadoop_path
 
 #: partition columns, outermost first (run_key is always the innermost)
 PARTITIONS = ["broker", "broker_version", "workload", "variant", "date"]
@@ -216,7 +216,8 @@ def build_session(app_name: str = "brokerbench-history") -> SparkSession:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Append aggregated brokerbench runs to the history store.")
     parser.add_argument("--history-root", required=True, help="history directory (local path or Hadoop URI)")
-    parser.add_argument("--run-dir", action="append", required=True, help="a run directory (repeatable)")
+    parser.add_argument("--run-dir", action="append", required=True,
+                        help="a run directory, or a glob of run directories (repeatable)")
     args = parser.parse_args(argv)
     history_root = args.history_root.rstrip("/")
     appended_at = datetime.now(timezone.utc).isoformat()
@@ -226,8 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # the runs before the first one without a summary are appended (as one after the other would)
         runs, missing = [], None
-        for run_dir in args.run_dir:
-            run_dir = run_dir.rstrip("/")
+        for run_dir in expand_run_dirs(spark, args.run_dir, unique=False):  # a repeated run replaces itself
             if read_text(spark, f"{run_dir}/summary/summary.parquet/_SUCCESS") is None:
                 missing = run_dir
                 break

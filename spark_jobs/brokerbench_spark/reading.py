@@ -38,6 +38,28 @@ def glob_sized(spark: SparkSession, pattern: str) -> list[tuple[str, int]]:
     return sorted((str(s.getPath().toString()), int(s.getLen())) for s in statuses if s.isFile())
 
 
+GLOB_CHARS = set("*?[{")
+
+
+def expand_run_dirs(spark: SparkSession, args: Sequence[str], unique: bool = True) -> list[str]:
+    """The run directories of the command line, in order (``unique``: each once): an argument
+    with glob characters (``*?[{``) stands for the directories it matches (sorted); one that
+    matches nothing is kept as it is (and reported by the job as a run without data)."""
+    out: list[str] = []
+    for arg in args:
+        arg = arg.rstrip("/")
+        if GLOB_CHARS & set(arg):
+            path, fs = hadoop_path(spark, arg)
+            statuses = fs.globStatus(path) or []
+            matches = sorted(str(st.getPath().toUri().getPath()) if "://" not in arg  # a plain local path
+                             else str(st.getPath().toString())
+                             for st in statuses if st.isDirectory())
+            out.extend(matches or [arg])
+        else:
+            out.append(arg)
+    return list(dict.fromkeys(out)) if unique else out
+
+
 def glob_files(spark: SparkSession, pattern: str) -> list[str]:
     """The files a glob matches (sorted URIs; empty when none)."""
     return [p for p, _ in glob_sized(spark, pattern)]

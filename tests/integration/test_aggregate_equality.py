@@ -7,7 +7,8 @@ run in one query. Every output must be the same: summary.csv, timeseries.csv, sw
 and the OMB documents byte for byte; summary.parquet the same table (schema with Spark's
 metadata, rows, values, one part file); exit code and printed lines the same. The new job
 runs as a cluster's driver would get it: spark_jobs/aggregate.py copied alone, the package
-shipped with ``--py-files`` (spark_jobs/brokerbench_spark/pyfiles.py).
+shipped with ``--py-files`` (spark_jobs/brokerbench_spark/pyfiles.py), the runs given as one
+``--run-dir`` glob.
 
 The runs cover: the integration fixture (validity, contention, provenance, a killed
 worker, a warm-up phase, a sweep beside the measured phase); a run without provenance
@@ -42,7 +43,8 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 NEW_JOB = ROOT / "spark_jobs" / "aggregate.py"
 REFERENCE_JOB = Path(__file__).resolve().parent / "aggregate_reference.py"
-RUNS = ["fixture", "edges", "sweep_only", "warmup_only", "empty"]
+#: in the order of their names: the new job gets them as one glob
+RUNS = ["a_fixture", "b_edges", "c_sweep_only", "d_warmup_only", "e_empty"]
 
 
 def spark_submit(job: Path, run_dirs: list[Path], py_files: str | None = None) -> subprocess.CompletedProcess:
@@ -147,7 +149,8 @@ def outputs(tmp_path_factory):
     script_only = base / "script_only"
     script_only.mkdir()
     shutil.copy(NEW_JOB, script_only / "aggregate.py")
-    new = spark_submit(script_only / "aggregate.py", new_dirs, py_files=build_zip(base / "py_files"))
+    # ... and the runs as one --run-dir glob
+    new = spark_submit(script_only / "aggregate.py", [new_dirs[0].parent / "*"], py_files=build_zip(base / "py_files"))
     return {"reference": reference, "new": new, "reference_dirs": reference_dirs, "new_dirs": new_dirs}
 
 
