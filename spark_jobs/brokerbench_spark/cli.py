@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 from collections import defaultdict
-from typing import Any, Sequence
+from typing import Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -90,9 +90,8 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str]) -> int:
         if any(g["sweep"] for g in group_rows):
             sweep = _by_run([r.asDict() for r in sweep_table(scalars, stats, groups).collect()])
         if measured:
-            valid = {run: dirs[run] for run in measured}
-            summary_df = summary_table(spark, scalars, stats, groups, read_provenance(spark, valid),
-                                       read_contention(spark, valid)).filter(F.col("run").isin(list(measured)))
+            summary_df = summary_table(scalars, stats, groups, read_provenance(spark, measured),
+                                       read_contention(spark, measured)).filter(F.col("run").isin(list(measured)))
             summary_df = summary_df.cache()
             summary_columns = [c for c in summary_df.columns if c != "run"]
             summary = _by_run([r.asDict() for r in summary_df.collect()])

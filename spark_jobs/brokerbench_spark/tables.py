@@ -40,7 +40,7 @@ def _with_keys(stats: DataFrame, groups: DataFrame, level: int, sweep: bool) -> 
             .join(F.broadcast(groups.filter(F.col("sweep") == sweep)), on="gid", how="inner"))
 
 
-def summary_table(spark, scalars: DataFrame, stats: DataFrame, groups: DataFrame,
+def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
                   provenance: DataFrame | None, contention: DataFrame | None) -> DataFrame:
     """One row per run x workload x broker x driver x variant, sorted (docs/aggregation-and-report.md)."""
     meta = _measured_meta(scalars)
