@@ -226,6 +226,18 @@ class UndeployBrokerOperator(BrokerbenchStepOperator):
         pipeline.undeploy(ctx, self.broker)
 
 
+def spark_py_files() -> str:
+    """spark_jobs/brokerbench_spark zipped for --py-files, so executors on other hosts import the job's package
+    (rebuilt only when a source changes)."""
+    import importlib.util
+
+    path = pipeline.PROJECT_ROOT / "spark_jobs" / "brokerbench_spark" / "pyfiles.py"
+    spec = importlib.util.spec_from_file_location("brokerbench_spark_pyfiles", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_zip()
+
+
 class BrokerbenchSparkOperator(SparkSubmitOperator):
     """A brokerbench Spark job (spark_jobs/<script>) through the project's Spark connection.
 
@@ -255,6 +267,7 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
     def submit(self, context: Any, args: list[str]) -> Any:
         self.application_args = args
         self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, **(self.env_vars or {})}
+        self.py_files = self.py_files or spark_py_files()
         return super().execute(context)
 
 
