@@ -50,30 +50,30 @@ def _t(ts: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")) if ts else None
 
 
-def _chromium() -> str:
+def _chromium_exe() -> str:
     exe = shutil.which("chromium")
     if not exe:
         raise RuntimeError("Debian's chromium is not installed; include/infra/local/bootstrap.sh installs it as root")
     return exe
 
 
-def chromium_dom(url: str, budget_ms: int = 20000) -> str:
+def _chromium(url: str, output: list[str], budget_ms: int) -> str:
+    """Debian's Chromium, headless, with a fresh profile and no background traffic (this machine has no network)."""
     with tempfile.TemporaryDirectory() as profile:
         out = subprocess.run(
-            [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            [_chromium_exe(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}", "--window-size=1400,1000",
-             "--dump-dom", url], capture_output=True, text=True, timeout=120)
+             *output, url], capture_output=True, text=True, timeout=120)
     return out.stdout
 
 
+def chromium_dom(url: str, budget_ms: int = 20000) -> str:
+    return _chromium(url, ["--dump-dom"], budget_ms)
+
+
 def chromium_screenshot(url: str, path: Path, budget_ms: int = 20000) -> None:
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run(
-            [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}", "--window-size=1400,1000",
-             f"--screenshot={path}", url], capture_output=True, text=True, timeout=120)
+    _chromium(url, [f"--screenshot={path}"], budget_ms)
 
 
 @pytest.fixture(scope="module")
