@@ -33,9 +33,10 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 log = logging.getLogger("brokerbench")
+T = TypeVar("T")
 
 
 def lock_dir() -> Path:
@@ -82,26 +83,103 @@ def _safe(scope: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@=-]", "_", scope)
 
 
-@contextlib.contextmanager
-def _locked(scope: str, directory: Path | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """The scope's lease document, read and written under an exclusive flock."""
-    d = Path(directory) if directory else lock_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{_safe(scope)}.json"
-    with open(d / f"{_safe(scope)}.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
+class FileStore:
+    """Leases as JSON files in a directory, each changed under an exclusive ``flock`` on a lock file beside it
+    (every process that shares the directory - one machine, or workers on a shared filesystem)."""
+
+    def __init__(self, directory: Path | str):
+        self.directory = Path(directory)
+
+    def __str__(self) -> str:
+        return str(self.directory)
+
+    def update(self, scope: str, change: Callable[[dict[str, Any]], T]) -> T:
+        d = self.directory
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{_safe(scope)}.json"
+        with open(d / f"{_safe(scope)}.lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                doc = json.loads(path.read_text())
-            except (OSError, ValueError):
-                doc = {}
+                try:
+                    doc = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    doc = {}
+                doc.setdefault("holders", {})
+                result = change(doc)
+                tmp = path.with_suffix(".json.tmp")
+                tmp.write_text(json.dumps(doc, indent=2, sort_keys=True))
+                tmp.replace(path)
+                return result
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+class S3Store:
+    """Leases as JSON objects under ``s3://bucket/prefix/``, changed by compare-and-swap: S3's conditional
+    writes (``If-None-Match: *`` to create, ``If-Match: <etag>`` to replace). Workers that share nothing but
+    the results bucket still see one lease; a writer that lost the race reads again and retries."""
+
+    def __init__(self, uri: str, aws_conn_id: str | None = None):
+        from brokerbench.storage import s3_client, split_s3
+
+        self.uri = uri.rstrip("/")
+        self.bucket, self.prefix = split_s3(self.uri)
+        self.client = s3_client(aws_conn_id)
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def update(self, scope: str, change: Callable[[dict[str, Any]], T], attempts: int = 50) -> T:
+        import random
+
+        from botocore.exceptions import ClientError
+
+        key = f"{self.prefix}/{_safe(scope)}.json" if self.prefix else f"{_safe(scope)}.json"
+        for attempt in range(attempts):
+            try:
+                obj = self.client.get_object(Bucket=self.bucket, Key=key)
+                doc, etag = json.loads(obj["Body"].read() or b"{}"), obj["ETag"]
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+                    raise
+                doc, etag = {}, None
             doc.setdefault("holders", {})
-            yield path, doc
-            tmp = path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(doc, indent=2, sort_keys=True))
-            tmp.replace(path)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            result = change(doc)
+            body = json.dumps(doc, indent=2, sort_keys=True).encode()
+            cond = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/json",
+                                       **cond)
+                return result
+            except ClientError as e:
+                status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if status not in (409, 412):  # 412: changed since we read it; 409: a concurrent write
+                    raise
+                time.sleep(random.uniform(0.05, 0.2) * (1 + attempt % 5))
+        raise RuntimeError(f"could not update the lease {self.uri}/{_safe(scope)}.json: {attempts} conflicting "
+                           f"writes in a row")
+
+
+Store = FileStore | S3Store
+
+
+def store_for(location: str | Path | None = None) -> Store:
+    """Where leases live. ``BROKERBENCH_LOCK_DIR`` when set; else the results store's ``locks/``
+    (``s3://bucket/prefix/locks`` or ``<results root>/locks``), the one place every worker of a deployment
+    shares; else (no results root given) ``$BROKERBENCH_HOME/locks``."""
+    if os.environ.get("BROKERBENCH_LOCK_DIR"):
+        return FileStore(os.environ["BROKERBENCH_LOCK_DIR"])
+    if location is None:
+        return FileStore(lock_dir())
+    location = str(location)
+    if location.startswith("s3://"):
+        return S3Store(location.rstrip("/") + "/locks")
+    return FileStore(Path(location) / "locks")
+
+
+def store_at(location: str) -> Store:
+    """The store named by :func:`str` of a store (a directory or an ``s3://`` URI), e.g. in a trigger's kwargs."""
+    return S3Store(location) if str(location).startswith("s3://") else FileStore(location)
 
 
 def _bound_process_gone(h: dict[str, Any]) -> bool:
@@ -132,66 +210,81 @@ def _drop_expired(scope: str, doc: dict[str, Any], now: float) -> None:
 
 
 def acquire(scope: str, holder: str, *, slots: int = 1, ttl_s: float = 3600.0, note: str = "",
-            bound_pid: int | None = None) -> Busy | None:
+            bound_pid: int | None = None, store: Store | None = None) -> Busy | None:
     """Take (or renew) ``holder``'s lease of ``scope``. None when held now; :class:`Busy` when all slots are taken.
 
     ``bound_pid``: the process that runs the whole run (``airflow dags test``); when it is gone, the lease is
     dropped at once rather than at its expiry (a stopped ``make bench`` does not block the next one)."""
     now = time.time()
-    with _locked(scope) as (_, doc):
+    bound = {}
+    if bound_pid:
+        import psutil
+
+        bound = {"bound_pid": bound_pid, "bound_pid_created": psutil.Process(bound_pid).create_time()}
+
+    def change(doc: dict[str, Any]) -> tuple[Busy | None, bool]:
         _drop_expired(scope, doc, now)
         holders = doc["holders"]
         if holder in holders:
             holders[holder]["expires"] = now + ttl_s
-            return None
+            return None, False
         if len(holders) >= max(1, slots):
-            return Busy(scope, slots, dict(holders))
+            return Busy(scope, slots, dict(holders)), False
         holders[holder] = {"since": now, "expires": now + ttl_s, "ttl_s": ttl_s, "note": note,
-                           "pid": os.getpid(), "host": socket.gethostname()}
-        if bound_pid:
-            import psutil
+                           "pid": os.getpid(), "host": socket.gethostname(), **bound}
+        return None, True
 
-            holders[holder].update(bound_pid=bound_pid, bound_pid_created=psutil.Process(bound_pid).create_time())
-        log.info("lease of %s taken by run %s (%d of %d slot(s); expires in %.0f min unless renewed)",
-                 scope, holder, len(holders), slots, ttl_s / 60)
-        return None
+    busy, taken = (store or store_for()).update(scope, change)
+    if taken:
+        log.info("lease of %s taken by run %s (of %d slot(s); expires in %.0f min unless renewed; store %s)",
+                 scope, holder, slots, ttl_s / 60, store or store_for())
+    return busy
 
 
-def renew(scope: str, holder: str) -> None:
+def renew(scope: str, holder: str, store: Store | None = None) -> None:
     """Extend ``holder``'s lease by its time-to-live; :class:`LeaseLost` when it does not hold it."""
     now = time.time()
-    with _locked(scope) as (_, doc):
+
+    def change(doc: dict[str, Any]) -> str | None:
         _drop_expired(scope, doc, now)
         h = doc["holders"].get(holder)
         if h is None:
-            others = ", ".join(sorted(doc["holders"])) or "nobody"
-            raise LeaseLost(f"run {holder} does not hold the lease of the {scope} environment (held by {others}); "
-                            f"it must not load the hosts. Was the run's lease released or did it expire?")
+            return ", ".join(sorted(doc["holders"])) or "nobody"
         h["expires"] = now + float(h.get("ttl_s", 3600.0))
+        return None
+
+    others = (store or store_for()).update(scope, change)
+    if others is not None:
+        raise LeaseLost(f"run {holder} does not hold the lease of the {scope} environment (held by {others}); "
+                        f"it must not load the hosts. Was the run's lease released or did it expire?")
 
 
-def release(scope: str, holder: str) -> bool:
+def release(scope: str, holder: str, store: Store | None = None) -> bool:
     """Give the lease back; True when ``holder`` held it."""
-    with _locked(scope) as (_, doc):
-        held = doc["holders"].pop(holder, None) is not None
+    held = (store or store_for()).update(scope, lambda doc: doc["holders"].pop(holder, None) is not None)
     if held:
         log.info("lease of %s released by run %s", scope, holder)
     return held
 
 
-def holders(scope: str, directory: Path | None = None) -> dict[str, dict[str, Any]]:
-    with _locked(scope, directory) as (_, doc):
+def holders(scope: str, store: Store | Path | str | None = None) -> dict[str, dict[str, Any]]:
+    if isinstance(store, (str, Path)):
+        store = store_at(str(store))
+
+    def change(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
         _drop_expired(scope, doc, time.time())
         return dict(doc["holders"])
+
+    return (store or store_for()).update(scope, change)
 
 
 @contextlib.contextmanager
 def held(scope: str, holder: str, *, slots: int = 1, ttl_s: float = 3600.0, note: str = "",
-         wait_s: float = 0.0, poll_s: float = 5.0) -> Iterator[None]:
+         wait_s: float = 0.0, poll_s: float = 5.0, store: Store | None = None) -> Iterator[None]:
     """For entry points outside Airflow (bench scripts): wait up to ``wait_s`` for the lease, hold it, release it."""
     deadline = time.monotonic() + wait_s
     while True:
-        busy = acquire(scope, holder, slots=slots, ttl_s=ttl_s, note=note)
+        busy = acquire(scope, holder, slots=slots, ttl_s=ttl_s, note=note, store=store)
         if busy is None:
             break
         if time.monotonic() >= deadline:
@@ -201,4 +294,4 @@ def held(scope: str, holder: str, *, slots: int = 1, ttl_s: float = 3600.0, note
     try:
         yield
     finally:
-        release(scope, holder)
+        release(scope, holder, store)

@@ -7,13 +7,19 @@ directory is a **staging copy** under ``$BROKERBENCH_HOME/s3-staging/<bucket>/<p
 with the same layout (docs/results-format.md), kept in step with S3 by the
 provider's :class:`S3Hook`:
 
-* before a task: ``pull()`` downloads what S3 has and the staging copy lacks
-  (or holds with other content): the run's directory and ``history/``;
-* after a task, whatever happened: ``push()`` uploads every new or changed file.
+* before a task: ``pull()`` downloads what the task reads and the staging copy
+  lacks (or holds with other content): the run's small files (plan,
+  provenance, summary), not its bulky ``raw/`` and ``hostmetrics/`` unless the
+  task reads them, and only the history partitions of the run's brokers for the
+  steps that compare with history (the comparison DAG pulls all of it);
+* after a task, whatever happened: ``push()`` uploads every file the task
+  wrote or changed.
 
 So a task on another Airflow worker (an empty staging copy) sees everything
-earlier tasks wrote, the Spark job reads a local path, and S3 holds the
-complete results after every task. Credentials come from the Airflow
+earlier tasks wrote that it needs, the Spark jobs read the run from S3
+themselves (spark_jobs/, executors on any host), and S3 holds the complete
+results after every task. Nothing a later task needs stays on one worker's
+disk. Credentials come from the Airflow
 connection ``BROKERBENCH_AWS_CONN_ID`` (default ``brokerbench_aws``), never from
 params. Temporary files (``*.tmp``, ``*.attempt``) are not uploaded.
 """
@@ -61,34 +67,58 @@ def _md5(path: Path) -> str:
     return h.hexdigest()
 
 
+def s3_client(aws_conn_id: str | None = None):
+    """A boto3 S3 client from the Airflow connection ``aws_conn_id`` (default ``BROKERBENCH_AWS_CONN_ID``, else
+    ``brokerbench_aws``): its credentials and endpoint (``extra.endpoint_url``, e.g. a MinIO or moto server)."""
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    return S3Hook(aws_conn_id=aws_conn_id or os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws")).get_conn()
+
+
+def _local_state(base: Path) -> dict[str, tuple[int, int]]:
+    if not base.exists():
+        return {}
+    return {p.as_posix(): (st.st_size, st.st_mtime_ns) for p in base.rglob("*")
+            if p.is_file() and (st := p.stat())}
+
+
+def _skipped(name: str) -> bool:
+    return name.endswith(SKIP_SUFFIXES) or name.endswith(".s3tmp")
+
+
 class S3Sync:
-    """Keeps ``local`` and ``s3://bucket/<prefix>/<rel>`` in step for some relative dirs."""
+    """Keeps the staging copy and ``s3://bucket/<prefix>/<rel>`` in step, for chosen relative prefixes.
+
+    Prefixes are relative to the results root (``runs/<dag>/<run>/``, ``history/broker=kafka/``); ``exclude``
+    names prefixes not to download (a run's bulky ``raw/`` when the task does not read it)."""
 
     def __init__(self, root: str, aws_conn_id: str | None = None):
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
         self.root = root
         self.bucket, self.prefix = split_s3(root)
         self.local = staging_root(root)
-        self.hook = S3Hook(aws_conn_id=aws_conn_id or os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws"))
-        self.client = self.hook.get_conn()
+        self.client = s3_client(aws_conn_id)
+        self.uploaded: list[str] = []
 
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
-    def _listing(self, rel_dir: str) -> dict[str, tuple[int, str]]:
+    def listing(self, rel_prefix: str) -> dict[str, tuple[int, str]]:
+        """Relative path -> (size, ETag) of every object under ``rel_prefix``."""
         out = {}
-        base = self._key(rel_dir.strip("/")) + "/"
+        base = self._key(rel_prefix)
+        strip = len(self._key("")) if self.prefix else 0
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
             for obj in page.get("Contents", []):
-                rel = obj["Key"][len(self._key("")):].lstrip("/") if self.prefix else obj["Key"]
-                out[rel] = (obj["Size"], obj["ETag"].strip('"'))
+                out[obj["Key"][strip:].lstrip("/") if self.prefix else obj["Key"]] = (obj["Size"],
+                                                                                        obj["ETag"].strip('"'))
         return out
 
-    def pull(self, rel_dirs: list[str]) -> int:
+    def pull(self, prefixes: list[str], exclude: tuple[str, ...] = ()) -> int:
         n = 0
-        for rel_dir in rel_dirs:
-            for rel, (size, etag) in self._listing(rel_dir).items():
+        for prefix in prefixes:
+            for rel, (size, etag) in self.listing(prefix).items():
+                if any(rel.startswith(x) and x != prefix for x in exclude):
+                    continue
                 path = self.local / rel
                 if path.exists() and path.stat().st_size == size and ("-" in etag or _md5(path) == etag):
                     continue
@@ -101,37 +131,55 @@ class S3Sync:
             log.info("storage: %d file(s) from %s into the staging copy %s", n, self.root, self.local)
         return n
 
-    def push(self, rel_dirs: list[str]) -> int:
+    def snapshot(self, prefixes: list[str]) -> dict[str, tuple[int, int]]:
+        state: dict[str, tuple[int, int]] = {}
+        for prefix in prefixes:
+            state.update(_local_state(self.local / prefix))
+        return state
+
+    def push(self, prefixes: list[str], before: dict[str, tuple[int, int]] | None = None) -> int:
+        """Upload the files under ``prefixes`` that changed since ``before`` (a :meth:`snapshot`) or that S3
+        lacks or holds with other content."""
         n = 0
-        for rel_dir in rel_dirs:
-            base = self.local / rel_dir
-            if not base.exists():
-                continue
-            remote = self._listing(rel_dir)
-            for path in sorted(p for p in base.rglob("*") if p.is_file()):
-                if path.name.endswith(SKIP_SUFFIXES) or path.name.endswith(".s3tmp"):
+        for prefix in prefixes:
+            remote = self.listing(prefix)
+            for key, st in sorted(_local_state(self.local / prefix).items()):
+                path = Path(key)
+                if _skipped(path.name):
                     continue
                 rel = path.relative_to(self.local).as_posix()
                 have = remote.get(rel)
-                if have and have[0] == path.stat().st_size and ("-" in have[1] or have[1] == _md5(path)):
+                if have and before is not None and before.get(key) == st:
+                    continue  # unchanged here, and S3 has it
+                if have and have[0] == st[0] and ("-" in have[1] or have[1] == _md5(path)):
                     continue
-                self.hook.load_file(str(path), self._key(rel), bucket_name=self.bucket, replace=True)
+                self.client.upload_file(str(path), self.bucket, self._key(rel))
+                self.uploaded.append(rel)
                 n += 1
         if n:
             log.info("storage: %d file(s) uploaded to %s", n, self.root)
         return n
 
+    def delete(self, rels: list[str]) -> int:
+        for i in range(0, len(rels), 1000):
+            self.client.delete_objects(Bucket=self.bucket, Delete={
+                "Objects": [{"Key": self._key(r)} for r in rels[i:i + 1000]], "Quiet": True})
+        return len(rels)
+
 
 @contextmanager
-def synced(results_root: str, rel_dirs: list[str]) -> Iterator[None]:
-    """Pull ``rel_dirs`` before the block, push them after it (also when it fails).
-    Does nothing for a local results root."""
+def synced(results_root: str, pull: list[str], push: list[str] | None = None,
+           exclude: tuple[str, ...] = ()) -> Iterator[S3Sync | None]:
+    """Pull ``pull`` (minus ``exclude``) before the block; push what changed under ``push`` (default: the
+    same prefixes) after it, also when it fails. Yields the :class:`S3Sync`, or None for a local root."""
     if not is_s3(results_root):
-        yield
+        yield None
         return
     sync = S3Sync(results_root)
-    sync.pull(rel_dirs)
+    sync.pull(pull, exclude)
+    push = pull if push is None else push
+    before = sync.snapshot(push)
     try:
-        yield
+        yield sync
     finally:
-        sync.push(rel_dirs)
+        sync.push(push, before)

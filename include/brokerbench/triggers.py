@@ -16,25 +16,24 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
 class LeaseFreeTrigger(BaseTrigger):
-    def __init__(self, scope: str, slots: int, lock_dir: str, poll_s: float = 5.0):
+    def __init__(self, scope: str, slots: int, store: str, poll_s: float = 5.0):
         super().__init__()
         self.scope = scope
         self.slots = slots
-        self.lock_dir = lock_dir
+        self.store = store  # str() of a brokerbench.lease store: a directory or an s3:// URI
         self.poll_s = poll_s
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return ("brokerbench.triggers.LeaseFreeTrigger",
-                {"scope": self.scope, "slots": self.slots, "lock_dir": self.lock_dir, "poll_s": self.poll_s})
+                {"scope": self.scope, "slots": self.slots, "store": self.store, "poll_s": self.poll_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from pathlib import Path
-
         from brokerbench import lease
 
+        store = lease.store_at(self.store)
         said = None
         while True:
-            held = await asyncio.to_thread(lease.holders, self.scope, Path(self.lock_dir))
+            held = await asyncio.to_thread(lease.holders, self.scope, store)
             if len(held) < max(1, self.slots):
                 yield TriggerEvent({"scope": self.scope, "free": True})
                 return

@@ -88,7 +88,7 @@ def test_the_trigger_fires_when_the_lease_is_released(lock_dir):
 
     lease.acquire("local@h", "run-a")
     trigger = LeaseFreeTrigger("local@h", 1, str(lock_dir), poll_s=0.05)
-    assert LeaseFreeTrigger(**trigger.serialize()[1]).lock_dir == str(lock_dir)
+    assert LeaseFreeTrigger(**trigger.serialize()[1]).store == str(lock_dir)
 
     async def wait_for_event():
         gen = trigger.run()
@@ -117,3 +117,58 @@ def test_a_lease_bound_to_a_process_goes_with_it(caplog):
     with caplog.at_level("WARNING", logger="brokerbench"):
         assert lease.acquire("local@h", "next") is None
     assert "process running that run" in caplog.text
+
+
+# -- the lease in S3 (workers that share nothing but the results bucket) ---------------------------------
+
+from tests.aws_fixtures import moto_server  # noqa: E402,F401 - a fixture
+
+
+def _race_s3(conn: str, uri: str, name: str, out) -> None:
+    import os
+
+    os.environ.pop("BROKERBENCH_LOCK_DIR", None)
+    os.environ["AIRFLOW_CONN_BROKERBENCH_AWS"] = conn
+    out.put((name, lease.acquire("aws", name, store=lease.store_for(uri)) is None))
+
+
+def test_s3_store_workers_racing_for_one_slot_get_it_once(moto_server, monkeypatch):
+    """Six processes, each with its own S3 client and nothing on disk in common, race for one slot of a lease
+    kept in the results bucket: S3's conditional writes let exactly one of them take it."""
+    import json
+
+    from tests.aws_fixtures import s3_client
+
+    monkeypatch.delenv("BROKERBENCH_LOCK_DIR")
+    s3_client(moto_server).create_bucket(Bucket="bench-leases")
+    uri = "s3://bench-leases/results"
+    store = lease.store_for(uri)
+    assert str(store) == "s3://bench-leases/results/locks"
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    conn = json.dumps(moto_server["conn"])
+    procs = [ctx.Process(target=_race_s3, args=(conn, uri, f"run-{i}", out)) for i in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    results = [out.get(timeout=5) for _ in procs]
+    winners = [name for name, won in results if won]
+    assert len(winners) == 1, results
+    assert set(lease.holders("aws", store)) == set(winners)
+    # the document is where the store says, readable by anyone with the bucket
+    body = s3_client(moto_server).get_object(Bucket="bench-leases", Key="results/locks/aws.json")["Body"].read()
+    assert set(json.loads(body)["holders"]) == set(winners)
+    # renew, release and the trigger's view work the same way
+    lease.renew("aws", winners[0], store)
+    with pytest.raises(lease.LeaseLost, match=f"held by {winners[0]}"):
+        lease.renew("aws", "run-x", store)
+    assert lease.release("aws", winners[0], store) is True
+    assert lease.holders("aws", lease.store_at(str(store))) == {}
+
+
+def test_the_store_follows_the_results_root(tmp_path, monkeypatch):
+    monkeypatch.delenv("BROKERBENCH_LOCK_DIR")
+    assert str(lease.store_for(str(tmp_path / "results"))) == str(tmp_path / "results" / "locks")
+    monkeypatch.setenv("BROKERBENCH_LOCK_DIR", str(tmp_path / "override"))
+    assert str(lease.store_for("s3://any/where")) == str(tmp_path / "override")
