@@ -1,23 +1,27 @@
 """Regression verdicts: one run's metrics against the history of its track.
 
-Pure Python (no Airflow, no Spark, no numpy), so the rule is easy to read and
-to test on synthetic histories. docs/analytics.md states the rule in words.
+docs/analytics.md states the rules in words; bench/detection_power.py measures
+how often they cry wolf and how fast they find a step.
 
 A *track* is broker x broker version x workload x variant x environment (and
 the same target rate: a rate override is a different experiment). For every
-metric of :data:`METRICS`:
+metric of :data:`METRICS`, over the track's earlier runs whose status is ``ok``
+followed by this run (the *series*), each verdict names the rule that made it:
 
-1. **baseline** = the values of that metric in the last ``baseline_runs``
-   (default 10) earlier runs of the track whose status is ``ok``;
-   fewer than ``min_runs`` (default 3) -> verdict ``insufficient history``.
-2. **centre** = median of the baseline; **spread** = 1.4826 x MAD (median
-   absolute deviation from the median), a robust estimate of the standard
-   deviation that one outlier run cannot inflate.
-3. **threshold** = max(relative threshold x |centre|, k x spread, absolute
-   floor) with per-metric relative threshold and floor, k = 3.
-4. change = value - centre, signed so that positive = worse (latency up,
-   rate down). change > threshold -> ``regressed``; change < -threshold ->
-   ``improved``; otherwise ``unchanged``. A missing value -> ``no data``.
+- ``change point``: a significant change point of the series
+  (:mod:`brokerbench.changepoint`: ruptures' PELT search, Student's t test on log
+  values, the metric's minimum effect) whose new level started at most
+  ``detector.recent`` runs ago, this run included -> ``regressed`` or
+  ``improved`` by its direction, with when, how large, how significant and the
+  runs on each side.
+- ``threshold``: otherwise this run against the current level (the runs since
+  the last change point, at most ``baseline_runs`` = 10, at least ``min_runs`` = 3):
+  centre = median, spread = 1.4826 x MAD, threshold = max(relative x |centre|,
+  k x spread, floor); a change (signed so that positive = worse: latency up,
+  rate down) beyond it -> ``regressed`` / ``improved``, else ``unchanged``.
+  ``threshold (short history)`` when the series is too short for change points.
+- ``too little history``: fewer than ``min_runs`` earlier ok runs ->
+  ``insufficient history``. A missing value -> ``no data``.
 
 Validity: a row whose status is not ``ok`` (``invalid: <reasons>`` - the
 measurement broke a validity rule of docs/results-format.md - or
@@ -33,6 +37,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from statistics import median
 from typing import Any, Iterable, Mapping, Sequence
+
+from brokerbench.changepoint import Detector
 
 REGRESSED = "regressed"
 IMPROVED = "improved"
@@ -54,6 +60,13 @@ VALIDITY_RULES = (
     ("foreign load", "foreign load on a host"),
 )
 
+#: which rule produced a verdict
+RULE_CHANGE_POINT = "change point"
+RULE_THRESHOLD = "threshold"
+RULE_THRESHOLD_SHORT = "threshold (short history)"
+RULE_NONE = "too little history"
+RULE_VALIDITY = "validity"
+
 #: MAD x 1.4826 estimates the standard deviation of normally distributed values
 MAD_TO_SIGMA = 1.4826
 
@@ -67,6 +80,7 @@ class Metric:
     #: "lower" = lower is better (latency), "higher" = higher is better (rates)
     better: str
     #: relative threshold: a change smaller than this fraction of the baseline is never a verdict
+    #: (the threshold rule's relative term and the change points' minimum effect)
     relative: float
     #: absolute floor in the column's unit: a smaller change is never a verdict
     floor: float
@@ -74,26 +88,30 @@ class Metric:
 
 #: metrics judged, in report order; thresholds stated in docs/analytics.md
 METRICS: tuple[Metric, ...] = (
-    Metric("publish_rate_msg_s", "higher", 0.05, 0.0),
-    Metric("consume_rate_msg_s", "higher", 0.05, 0.0),
-    Metric("publish_latency_avg_ms", "lower", 0.20, 0.05),
-    Metric("publish_latency_p50_ms", "lower", 0.20, 0.05),
-    Metric("publish_latency_p99_ms", "lower", 0.25, 0.1),
-    Metric("publish_latency_p999_ms", "lower", 0.30, 0.2),
-    Metric("e2e_latency_avg_ms", "lower", 0.20, 0.05),
-    Metric("e2e_latency_p50_ms", "lower", 0.20, 0.05),
-    Metric("e2e_latency_p99_ms", "lower", 0.25, 0.1),
-    Metric("e2e_latency_p999_ms", "lower", 0.30, 0.2),
-    Metric("publish_delay_p99_us", "lower", 0.50, 100.0),
+    Metric("publish_rate_msg_s", "higher", 0.03, 0.0),
+    Metric("consume_rate_msg_s", "higher", 0.03, 0.0),
+    Metric("publish_latency_avg_ms", "lower", 0.05, 0.05),
+    Metric("publish_latency_p50_ms", "lower", 0.05, 0.05),
+    Metric("publish_latency_p99_ms", "lower", 0.08, 0.1),
+    Metric("publish_latency_p999_ms", "lower", 0.12, 0.2),
+    Metric("e2e_latency_avg_ms", "lower", 0.05, 0.05),
+    Metric("e2e_latency_p50_ms", "lower", 0.05, 0.05),
+    Metric("e2e_latency_p99_ms", "lower", 0.08, 0.1),
+    Metric("e2e_latency_p999_ms", "lower", 0.12, 0.2),
+    Metric("publish_delay_p99_us", "lower", 0.30, 100.0),
 )
 
 
 @dataclass(frozen=True)
 class Rule:
     min_runs: int = 3
-    baseline_runs: int = 10
+    #: at most this many runs of the current level (since the last change point) are the baseline
+    baseline_runs: int = 30
+    #: noise multiplier: the threshold's noise term is k x (1 + 1/sqrt(n)) x spread for n baseline runs
+    #: (the MAD of few runs is itself uncertain; bench/detection_power.py measures the false alarms)
     k: float = 3.0
     metrics: tuple[Metric, ...] = METRICS
+    detector: Detector = Detector()
 
 
 @dataclass
@@ -114,6 +132,12 @@ class Verdict:
     threshold: float | None = None
     baseline_runs: list[str] = field(default_factory=list)
     evidence: str = ""
+    #: which rule produced the verdict (RULE_*)
+    rule: str = ""
+    #: p value of the change point (rule ``change point``)
+    p_value: float | None = None
+    #: the change point behind the verdict, with the runs on each side (rule ``change point``)
+    change_point: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,6 +159,11 @@ def robust_spread(values: Sequence[float]) -> float:
     return MAD_TO_SIGMA * median(abs(v - centre) for v in values)
 
 
+def noise_multiplier(k: float, n: int) -> float:
+    """k x (1 + 1/sqrt(n)): a wider threshold when the spread comes from few runs."""
+    return k * (1.0 + 1.0 / math.sqrt(max(n, 1)))
+
+
 def judge(value: Any, baseline: Sequence[Any], metric: Metric, rule: Rule = Rule()) -> dict[str, Any]:
     """The verdict of one value against baseline values (oldest first)."""
     v = _number(value)
@@ -147,7 +176,8 @@ def judge(value: Any, baseline: Sequence[Any], metric: Metric, rule: Rule = Rule
                 "evidence": f"{len(base)} earlier run(s) of this track, {rule.min_runs} needed"}
     centre = median(base)
     spread = robust_spread(base)
-    threshold = max(metric.relative * abs(centre), rule.k * spread, metric.floor)
+    k = noise_multiplier(rule.k, len(base))
+    threshold = max(metric.relative * abs(centre), k * spread, metric.floor)
     change = v - centre
     worse = change if metric.better == "lower" else -change
     if worse > threshold:
@@ -158,10 +188,10 @@ def judge(value: Any, baseline: Sequence[Any], metric: Metric, rule: Rule = Rule
         verdict = UNCHANGED
     pct = 100.0 * change / centre if centre else None
     which = ("relative" if threshold == metric.relative * abs(centre) else
-             "noise" if threshold == rule.k * spread else "floor")
+             "noise" if threshold == k * spread else "floor")
     evidence = (f"{v:.4g} vs median {centre:.4g} of {len(base)} runs "
                 f"({'+' if change >= 0 else ''}{change:.4g}{'' if pct is None else f', {pct:+.1f} %'}); "
-                f"threshold {threshold:.4g} = max({metric.relative:.0%} x median, {rule.k:g} x spread {spread:.4g}, "
+                f"threshold {threshold:.4g} = max({metric.relative:.0%} x median, {k:.3g} x spread {spread:.4g}, "
                 f"floor {metric.floor:g}) [{which}]")
     return {**out, "verdict": verdict, "baseline_median": centre, "baseline_spread": spread,
             "change": change, "change_percent": pct, "threshold": threshold, "evidence": evidence}
@@ -219,6 +249,60 @@ def _order_key(row: Mapping[str, Any]) -> tuple:
     return (str(row.get("run_ts") or ""), str(row.get("run_key") or ""))
 
 
+def judge_series(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any], metric: Metric,
+                 rule: Rule = Rule()) -> dict[str, Any]:
+    """The verdict of ``current`` given the earlier ok rows of its track (oldest first).
+
+    Returns the fields of :func:`judge` plus ``rule`` (which rule produced it),
+    ``baseline_runs`` (run keys), and for a change point ``p_value`` and
+    ``change_point`` (:func:`brokerbench.changepoint.change_record`).
+    """
+    from brokerbench.changepoint import change_points, change_record, side_text
+
+    det = rule.detector
+    usable = [h for h in rows if _number(h.get(metric.column)) is not None][-det.history_runs:]
+    value = _number(current.get(metric.column))
+    if value is None or len(usable) < rule.min_runs:
+        j = judge(value, [h.get(metric.column) for h in usable], metric, rule)
+        return {**j, "rule": RULE_NONE if j["verdict"] == INSUFFICIENT else "",
+                "baseline_runs": [str(h.get("run_key")) for h in usable]}
+    series_rows = list(usable) + [current]
+    values = [_number(h.get(metric.column)) for h in series_rows]
+    searched = len(values) >= det.min_points and all(v > 0 for v in values)
+    changes = change_points(values, metric.relative, det) if searched else []
+    n = len(values)
+    recent = [c for c in changes if n - c.index <= det.recent]
+    if recent:
+        c = recent[-1]
+        record = change_record(c, series_rows, metric.column)
+        before = values[c.before[0]:c.before[1]]
+        change = value - c.before_median
+        worse = (c.after_median - c.before_median) * (1 if metric.better == "lower" else -1)
+        evidence = (f"change point at run {record['run_ts'][:16]} ({n - c.index} run(s) on the new level, this one "
+                    f"included): median {c.before_median:.4g} -> {c.after_median:.4g} "
+                    f"({'' if c.change_percent is None else f'{c.change_percent:+.1f} %'}), p = {c.p_value:.2g} "
+                    f"(t test on log values, alpha {det.alpha:g}); before: {side_text(record['before_runs'])}; "
+                    f"after: {side_text(record['after_runs'])}")
+        return {"value": value, "verdict": REGRESSED if worse > 0 else IMPROVED, "rule": RULE_CHANGE_POINT,
+                "baseline_median": c.before_median, "baseline_spread": robust_spread(before),
+                "baseline_n": len(before), "change": change,
+                "change_percent": 100.0 * change / c.before_median if c.before_median else None,
+                "threshold": None, "p_value": c.p_value, "change_point": record,
+                "baseline_runs": record["before_runs"]["run_keys"], "evidence": evidence}
+    # the threshold rule against the current level: the runs since the last change point
+    start = changes[-1].index if changes else 0
+    level = usable[start:] if len(usable) - start >= rule.min_runs else usable
+    base = level[-rule.baseline_runs:]
+    j = judge(value, [h.get(metric.column) for h in base], metric, rule)
+    j["rule"] = RULE_THRESHOLD if searched else RULE_THRESHOLD_SHORT
+    if start and level is not usable:
+        j["evidence"] += f"; level since the change point at run {str(series_rows[start].get('run_ts'))[:16]}"
+    elif not searched:
+        j["evidence"] += f"; no change-point search ({len(values)} runs, {det.min_points} needed)"
+    j["baseline_runs"] = [str(h.get("run_key")) for h in base]
+    return j
+
+
 def verdicts_for_run(
     current: Iterable[Mapping[str, Any]],
     history: Iterable[Mapping[str, Any]],
@@ -229,9 +313,10 @@ def verdicts_for_run(
     ``current``: the run's history rows (one per workload x broker x driver x
     variant, with ``run_key`` and ``run_ts``). ``history``: every history row
     (it may contain the current run's rows; they are never their own
-    baseline). Baseline rows are earlier (``run_ts``) runs of the same track
-    with status ``ok``. A current row whose status is not ``ok`` gets a
-    single ``not judged: ...`` verdict (metric :data:`ALL_METRICS`).
+    baseline). The series of a row is the earlier (``run_ts``) runs of the same
+    track with status ``ok`` (:func:`judge_series`). A current row whose status
+    is not ``ok`` gets a single ``not judged: ...`` verdict (metric
+    :data:`ALL_METRICS`).
     """
     history = list(history)
     out: list[Verdict] = []
@@ -241,19 +326,11 @@ def verdicts_for_run(
             out.append(Verdict(
                 workload=str(row.get("workload")), broker=str(row.get("broker")), variant=str(row.get("variant")),
                 broker_version=row.get("broker_version"), metric=ALL_METRICS, better="", verdict=verdict,
-                value=None, evidence=evidence))
+                value=None, evidence=evidence, rule=RULE_VALIDITY))
             continue
-        key = track_of(row)
-        this_run = row.get("run_key")
-        this_ts = str(row.get("run_ts") or "")
-        earlier = [h for h in history
-                   if track_of(h) == key and h.get("run_key") != this_run and str(h.get("run_ts") or "") < this_ts
-                   and h.get("driver") == row.get("driver")]
-        base_rows = sorted((h for h in earlier if is_valid(h)), key=_order_key)
-        excluded = len({h.get("run_key") for h in earlier if not is_valid(h)})
+        base_rows, excluded = earlier_rows(row, history)
         for metric in rule.metrics:
-            usable = [h for h in base_rows if _number(h.get(metric.column)) is not None][-rule.baseline_runs:]
-            j = judge(row.get(metric.column), [h.get(metric.column) for h in usable], metric, rule)
+            j = judge_series(base_rows, row, metric, rule)
             if excluded:
                 j["evidence"] += f"; {excluded} earlier run(s) of this track not ok (invalid or partial): not used"
             out.append(Verdict(
@@ -262,9 +339,35 @@ def verdicts_for_run(
                 verdict=j["verdict"], value=j["value"], baseline_median=j.get("baseline_median"),
                 baseline_spread=j.get("baseline_spread"), baseline_n=j["baseline_n"], change=j.get("change"),
                 change_percent=j.get("change_percent"), threshold=j.get("threshold"),
-                baseline_runs=[str(h.get("run_key")) for h in usable], evidence=j["evidence"],
+                baseline_runs=j.get("baseline_runs") or [], evidence=j["evidence"], rule=j.get("rule", ""),
+                p_value=j.get("p_value"), change_point=j.get("change_point"),
             ))
     return out
+
+
+def earlier_rows(row: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:
+    """(the earlier ok rows of the row's track and driver, oldest first; how many earlier runs were not ok)."""
+    key = track_of(row)
+    this_run = row.get("run_key")
+    this_ts = str(row.get("run_ts") or "")
+    earlier = [h for h in history
+               if track_of(h) == key and h.get("run_key") != this_run and str(h.get("run_ts") or "") < this_ts
+               and h.get("driver") == row.get("driver")]
+    base_rows = sorted((h for h in earlier if is_valid(h)), key=_order_key)
+    excluded = len({h.get("run_key") for h in earlier if not is_valid(h)})
+    return base_rows, excluded
+
+
+def track_changes(rows: Iterable[Mapping[str, Any]], metric: Metric, rule: Rule = Rule()) -> list[dict[str, Any]]:
+    """Every significant change point of one track's ok rows (any order) for ``metric`` (report charts)."""
+    from brokerbench.changepoint import change_points, change_record
+
+    series = sorted((r for r in rows if is_valid(r) and _number(r.get(metric.column)) is not None), key=_order_key)
+    values = [_number(r.get(metric.column)) for r in series]
+    if not values or any(v <= 0 for v in values):
+        return []
+    return [change_record(c, series, metric.column)
+            for c in change_points(values, metric.relative, rule.detector)]
 
 
 def verdict_class(verdict: str | None) -> str:

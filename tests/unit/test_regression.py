@@ -17,6 +17,7 @@ from brokerbench.regression import (
     Rule,
     counts,
     judge,
+    noise_multiplier,
     robust_spread,
     validity_rules,
     verdicts_for_run,
@@ -54,11 +55,12 @@ def test_noise_only_is_unchanged_for_every_seed():
 
 
 def test_noisy_history_widens_the_threshold():
-    # a very noisy track: +40 % is within 3 x spread, so it is not called a regression
+    # a very noisy track: +40 % is within k x spread, so it is not called a regression
     base = [5.0, 8.0, 3.5, 7.0, 4.0, 6.5, 3.0, 7.5]
     j = judge(7.0, base, P99)
     assert j["verdict"] == UNCHANGED
-    assert j["threshold"] == pytest.approx(3 * robust_spread(base))
+    assert j["threshold"] == pytest.approx(noise_multiplier(3.0, 8) * robust_spread(base))
+    assert noise_multiplier(3.0, 9) == pytest.approx(4.0)
 
 
 def test_improvement_latency_down_and_rate_up():

@@ -9,11 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-CSV_COLUMNS = ["workload", "broker", "variant", "broker_version", "metric", "better", "verdict", "value",
+CSV_COLUMNS = ["workload", "broker", "variant", "broker_version", "metric", "better", "verdict", "rule", "value",
                "baseline_median", "baseline_spread", "baseline_n", "change", "change_percent", "threshold",
-               "evidence"]
-TEXT_COLUMNS = ["workload", "broker", "variant", "metric", "verdict", "value", "baseline_median", "change_percent",
-                "threshold", "baseline_n"]
+               "p_value", "evidence"]
+TEXT_COLUMNS = ["workload", "broker", "variant", "metric", "verdict", "rule", "value", "baseline_median",
+                "change_percent", "threshold", "p_value", "baseline_n"]
 
 
 def write_verdicts(run_dir: str | Path, verdicts: Sequence[Any], rule: Any, run_key: str) -> Path:
