@@ -410,7 +410,7 @@ def _shorten(text: str, limit: int = 400) -> str:
 def _cmd_aws_sweep(args) -> int:
     import logging
 
-    from brokerbench.environments.aws_fleet import sweep_expired
+    from brokerbench.environments.aws.fleet import sweep_expired
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     record = sweep_expired(args.aws_conn_id, args.region or None, args.grace_minutes, args.dry_run)

@@ -395,7 +395,7 @@ class SweepExpiredInstancesOperator(BaseOperator):
     ui_color = "#fadbd8"
 
     def execute(self, context: Any) -> Any:
-        from brokerbench.environments.aws_fleet import sweep_expired
+        from brokerbench.environments.aws.fleet import sweep_expired
 
         p = dict(context["params"] or {})
         return sweep_expired(p["aws_conn_id"], p.get("region_name") or None, float(p["grace_minutes"]),

@@ -101,7 +101,7 @@ class RunContext:
 
             return LocalEnvironment(self.run_key, self._env_settings())
         if name == "aws":
-            from brokerbench.environments.aws import AwsEnvironment
+            from brokerbench.environments.aws.environment import AwsEnvironment
 
             return AwsEnvironment(self.run_key, self._env_settings(),
                                   plan=self.plan() if self.plan_path.exists() else None)
@@ -142,7 +142,7 @@ def validate(ctx: RunContext) -> dict[str, Any]:
         plan.environment_settings[key] = value
     if plan.environment == "aws":
         # profiles, counts, versions, types, cost cap: refused here, naming the setting, before any machine
-        from brokerbench.environments.aws import check_plan
+        from brokerbench.environments.aws.environment import check_plan
 
         check_plan(plan, ctx.params)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
@@ -164,7 +164,7 @@ def lease_scope(ctx: RunContext) -> tuple[str, int]:
     if env == "local":
         return scope_for(env), 1
     if env == "aws":
-        from brokerbench.environments.aws import merge_settings
+        from brokerbench.environments.aws.environment import merge_settings
 
         settings, _ = merge_settings(ctx._env_settings())  # defaults < suite and params < site settings
     else:

@@ -19,7 +19,7 @@ RUN = "brokerbench_test/manual__aws"
 
 
 def make_env(moto_server, sshd, tmp_path, run_key=RUN, plan=None, **extra):
-    from brokerbench.environments.aws import AwsEnvironment
+    from brokerbench.environments.aws.environment import AwsEnvironment
 
     return AwsEnvironment(run_key, aws_settings(moto_server, sshd, tmp_path, **extra), plan=plan)
 
@@ -87,7 +87,7 @@ def live_instances(moto_server, run_key: str) -> list[str]:
 def test_failure_halfway_through_provisioning_leaves_nothing(moto_server, sshd, tmp_path, monkeypatch):
     """The client instances cannot be created after the brokers were: provision itself
     terminates the brokers and deletes the security group before the error leaves it."""
-    from brokerbench.environments import aws_fleet
+    from brokerbench.environments.aws import fleet as aws_fleet
 
     env = make_env(moto_server, sshd, tmp_path, run_key="t/halfway", counts={"broker": 2, "client": 2})
     real = aws_fleet.Fleet.ensure_role
@@ -121,7 +121,7 @@ def test_provision_failing_after_create_on_every_try_leaks_nothing(moto_server, 
     (retries + 1): Airflow skips the teardown of a failed setup task, so provision
     itself must leave 0 instances and 0 security groups of the run."""
     from brokerbench.dag_factory import DEFAULT_ARGS
-    from brokerbench.environments import aws_fleet
+    from brokerbench.environments.aws import fleet as aws_fleet
     from brokerbench.environments.base import EnvironmentError_
 
     run = "t/fails-every-try"
@@ -152,7 +152,7 @@ def test_cleanup_finds_a_dead_provisions_instances_by_tag(moto_server, sshd, tmp
     """The provision process died (SIGKILL) after creating the security group and the
     instances: no state dir, no fleet.json; cleanup_run (the on_failure_callback's
     function) and AwsEnvironment.cleanup_failed_provision find them by tag."""
-    from brokerbench.environments import aws_fleet
+    from brokerbench.environments.aws import fleet as aws_fleet
 
     for run, how in (("t/dead-provision-a", "cleanup_run"), ("t/dead-provision-b", "environment")):
         fleet = aws_fleet.Fleet(run, "brokerbench_aws")
@@ -179,7 +179,7 @@ def test_provision_reuses_consistent_leftovers_and_terminates_the_rest(moto_serv
     type and one more broker is stopped. The new provision reuses the two brokers (with
     unique names), terminates the client and the stopped broker, creates the client,
     and gives the group its rules back."""
-    from brokerbench.environments import aws_fleet
+    from brokerbench.environments.aws import fleet as aws_fleet
 
     run = "t/leftovers"
     ec2 = ec2_client(moto_server)
@@ -223,8 +223,8 @@ def test_provision_reuses_consistent_leftovers_and_terminates_the_rest(moto_serv
 
 
 def test_bad_settings_are_refused_before_any_ec2_call(moto_server, sshd, tmp_path, monkeypatch):
-    from brokerbench.environments import aws_fleet
-    from brokerbench.environments.aws import AwsSettingsError
+    from brokerbench.environments.aws import fleet as aws_fleet
+    from brokerbench.environments.aws.environment import AwsSettingsError
 
     def no_ec2(*a, **kw):
         raise AssertionError("EC2 was called")
@@ -351,7 +351,7 @@ def test_local_environment_samples_host_metrics_the_same_way(tmp_path):
 def test_sweeper_terminates_only_brokerbench_instances_past_their_lifetime(moto_server):
     import datetime as dt
 
-    from brokerbench.environments.aws_fleet import sweep_expired
+    from brokerbench.environments.aws.fleet import sweep_expired
 
     ec2 = ec2_client(moto_server)
     now = dt.datetime.now(dt.timezone.utc)

@@ -8,7 +8,9 @@ import subprocess
 
 import pytest
 
-from brokerbench.environments import aws, aws_brokers
+from brokerbench.environments.aws import brokers as aws_brokers
+from brokerbench.environments.aws import environment as aws
+from brokerbench.environments.aws import templates
 
 HOSTS = [{"name": f"bb-x-broker-{i}", "address": f"10.0.1.{10 + i}"} for i in range(3)]
 META = [{"name": f"bb-x-metadata-{i}", "address": f"10.0.2.{10 + i}"} for i in range(3)]
@@ -21,13 +23,14 @@ VARIANTS = {
 
 
 def cases():
-    for broker, versions in aws.VERSIONS.items():
+    for broker, versions in aws_brokers.VERSIONS.items():
         for version in versions:
-            modes = [aws.kafka_mode(version)] if broker != "kafka" or aws._vtuple(version) >= (4, 0) or \
-                aws._vtuple(version) < (2, 8) else ["kraft", "zookeeper"]
+            v = aws_brokers._vtuple(version)
+            modes = [aws_brokers.kafka_mode(version)] if broker != "kafka" or v >= (4, 0) or v < (2, 8) \
+                else ["kraft", "zookeeper"]
             for mode in modes:
                 for k, settings in enumerate(VARIANTS[broker]):
-                    if broker == "rabbitmq" and settings.get("ha_mode") and aws._vtuple(version) >= (4,):
+                    if broker == "rabbitmq" and settings.get("ha_mode") and v >= (4,):
                         continue
                     yield pytest.param(broker, version, mode, settings, id=f"{broker}-{version}-{mode}-v{k}")
 
@@ -64,10 +67,10 @@ def test_rabbitmq_4_refuses_classic_mirroring():
 
 
 def test_kafka_modes_by_version():
-    assert aws.kafka_mode("2.3.1") == "zookeeper" and aws.kafka_mode("3.9.1") == "kraft"
-    assert aws.kafka_mode("3.9.1", "zookeeper") == "zookeeper"
+    assert aws_brokers.kafka_mode("2.3.1") == "zookeeper" and aws_brokers.kafka_mode("3.9.1") == "kraft"
+    assert aws_brokers.kafka_mode("3.9.1", "zookeeper") == "zookeeper"
     with pytest.raises(aws.EnvironmentError_):
-        aws.kafka_mode("4.1.0", "zookeeper")
+        aws_brokers.kafka_mode("4.1.0", "zookeeper")
 
 
 @pytest.mark.parametrize("template, values", [
@@ -79,11 +82,11 @@ def test_kafka_modes_by_version():
                               "package_id": "ab" * 32, "pip_args": "--index-url 'https://pypi.example/simple'"}),
 ])
 def test_host_scripts_pass_shellcheck(tmp_path, template, values):
-    shellcheck(tmp_path, template.replace(".j2", ""), aws.render(template, **values))
+    shellcheck(tmp_path, template.replace(".j2", ""), templates.render(template, **values))
 
 
 def test_cost_estimate_of_the_seed_latency_suite():
-    from brokerbench.environments import aws_fleet
+    from brokerbench.environments.aws import fleet as aws_fleet
     from brokerbench.spec import build_plan, load_suite
 
     plan = build_plan(load_suite("aws-seed-latency"))

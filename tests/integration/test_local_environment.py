@@ -23,7 +23,8 @@ import pytest
 
 from brokerbench.environments.base import EnvironmentError_
 from brokerbench.environments.local import LocalEnvironment
-from brokerbench.environments.local_brokers import RabbitMQBroker, recorded_processes
+from brokerbench.environments.machine import RabbitMQBroker
+from brokerbench.environments.processes import recorded_processes
 
 pytestmark = pytest.mark.integration
 
@@ -275,9 +276,9 @@ def test_a_broker_killed_with_sigkill_is_reported_by_name(local_env):
 
 
 def test_a_broker_that_cannot_start_fails_with_its_log(local_env, monkeypatch):
-    from brokerbench.environments import local_brokers
+    from brokerbench.environments import machine
 
-    monkeypatch.setattr(local_brokers.TansuBroker, "_binary", lambda self: "/bin/false")
+    monkeypatch.setattr(machine.TansuBroker, "_binary", lambda self: "/bin/false")
     with pytest.raises(EnvironmentError_) as err:
         local_env.deploy("kafka", {}, "fsync-off", {})
     msg = str(err.value)

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from brokerbench.environments import aws_fleet
-from brokerbench.environments.aws import AwsSettingsError, check_plan, check_settings
+from brokerbench.environments.aws import fleet as aws_fleet
+from brokerbench.environments.aws.environment import AwsSettingsError, check_plan, check_settings
 from brokerbench.environments.base import EnvironmentError_
 from brokerbench.spec import SpecError, build_plan, load_suite
 
@@ -190,7 +190,7 @@ def test_check_plan_names_the_param_that_gave_the_value():
 
 
 def test_provision_refuses_before_any_ec2_call(tmp_path, monkeypatch):
-    from brokerbench.environments.aws import AwsEnvironment
+    from brokerbench.environments.aws.environment import AwsEnvironment
 
     def no_ec2(*a, **kw):
         raise AssertionError("EC2 was called")

@@ -168,7 +168,7 @@ def test_a_stopped_bench_tears_its_run_down_and_gives_the_lease_back(tmp_path, m
     import time
 
     from brokerbench import lease, pipeline
-    from brokerbench.environments.local_brokers import MARKER_BROKER, MARKER_STATE
+    from brokerbench.environments.processes import MARKER_BROKER, MARKER_STATE
 
     monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("BROKERBENCH_LOCK_DIR", str(tmp_path / "locks"))

@@ -8,7 +8,7 @@ import time
 import psutil
 
 from brokerbench.environments.local import LocalEnvironment
-from brokerbench.environments.local_brokers import MARKER_BROKER, MARKER_STATE
+from brokerbench.environments.processes import MARKER_BROKER, MARKER_STATE
 
 
 def _fake_worker(state_dir, role="worker"):
@@ -76,12 +76,12 @@ def test_the_aws_agent_stops_the_workers_on_its_host(tmp_path):
     workers = [_fake_worker(state) for _ in range(2)]
     try:
         time.sleep(0.5)
-        out = subprocess.run([sys.executable, "-m", "brokerbench.environments.aws_agent", "stop-workers",
+        out = subprocess.run([sys.executable, "-m", "brokerbench.environments.aws.agent", "stop-workers",
                               "--state-dir", str(state), "--run-key", "dag/run"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stdout + out.stderr
         assert all(w.wait(timeout=10) is not None for w in workers)
-        from brokerbench.environments.aws_agent import RESULT_PREFIX
+        from brokerbench.environments.aws.agent import RESULT_PREFIX
 
         line = next(l for l in out.stdout.splitlines() if l.startswith(RESULT_PREFIX))
         result = json.loads(line[len(RESULT_PREFIX):])

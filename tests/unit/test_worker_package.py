@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from brokerbench.environments.base import EnvironmentError_
-from brokerbench.environments.worker_package import build_wheel, source_id, source_root, worker_package
+from brokerbench.environments.aws.worker_package import build_wheel, source_id, source_root, worker_package
 
 
 def test_the_wheel_holds_the_package_and_is_reused_while_the_sources_are_unchanged(tmp_path):
@@ -19,7 +19,7 @@ def test_the_wheel_holds_the_package_and_is_reused_while_the_sources_are_unchang
     with zipfile.ZipFile(first.wheel) as whl:
         names = whl.namelist()
         metadata = whl.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-    assert "brokerbench/worker/runner.py" in names and "brokerbench/environments/aws_agent.py" in names
+    assert "brokerbench/worker/runner.py" in names and "brokerbench/environments/aws/agent.py" in names
     assert not [n for n in names if "__pycache__" in n or n.startswith(("tests/", "dags/"))]
     assert "Provides-Extra: worker" in metadata and "apache-airflow" not in metadata
     mtime = first.wheel.stat().st_mtime_ns
@@ -45,14 +45,14 @@ def test_a_bad_worker_wheel_setting_is_named(tmp_path, name):
 
 @pytest.mark.parametrize("setting, value", [("worker_install", "sometimes"), ("worker_pip_args", "--pre")])
 def test_bad_install_settings_are_refused_by_name(tmp_path, setting, value):
-    from brokerbench.environments.aws import AwsEnvironment
+    from brokerbench.environments.aws.environment import AwsEnvironment
 
     with pytest.raises(EnvironmentError_, match=setting):
         AwsEnvironment("t/bad-install", {"state_dir": str(tmp_path / "state"), setting: value})
 
 
 def test_the_package_is_installed_only_into_the_venv_brokerbench_owns(tmp_path):
-    from brokerbench.environments.aws import AwsEnvironment
+    from brokerbench.environments.aws.environment import AwsEnvironment
 
     own = AwsEnvironment("t/own", {"state_dir": str(tmp_path / "a"), "remote_dir": "/opt/bb"})
     given = AwsEnvironment("t/given", {"state_dir": str(tmp_path / "b"), "remote_python": "/usr/bin/python3"})

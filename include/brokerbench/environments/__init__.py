@@ -1,0 +1,7 @@
+"""Where a benchmark run's brokers and workers run.
+
+``base`` (the interface), ``processes`` (state directories and process
+control), ``hostsetup`` and ``hostmetrics`` are shared; ``machine`` runs
+brokers and workers on one machine; ``local`` and ``aws`` are the two
+environments. See docs/architecture.md for what each may import.
+"""

@@ -62,7 +62,7 @@ def _net():
     return psutil.net_io_counters(pernic=True) or {}
 
 
-#: the environment variable that marks every process of a run (local_brokers.MARKER_STATE)
+#: the environment variable that marks every process of a run (processes.MARKER_STATE)
 MARKER_STATE = "BROKERBENCH_STATE_DIR"
 
 OWN, FOREIGN, UNATTRIBUTED = "own", "foreign", "unattributed"
@@ -277,7 +277,7 @@ def start(state_dir: str, out: str, host: str, interval: float,
     ``own_pids``: processes that belong to the run without carrying its
     marker (default: the caller and its ancestors, i.e. the task that
     starts the phase)."""
-    from brokerbench.environments.local_brokers import MARKER_BROKER, MARKER_STATE, process_entry, record_processes
+    from brokerbench.environments.processes import MARKER_BROKER, MARKER_STATE, process_entry, record_processes
     import psutil
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ import re
 import time
 from typing import Any
 
-from .base import EnvironmentError_
+from ..base import EnvironmentError_
 
 log = logging.getLogger("brokerbench")
 

@@ -22,33 +22,49 @@ fleet; the tests render all supported versions and run shellcheck on them.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import shlex
 import time
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .base import BrokerEndpoint, EnvironmentError_
+from ..base import BrokerEndpoint, EnvironmentError_
+from .templates import profile, render
 
 log = logging.getLogger("brokerbench")
 
-INFRA = Path(__file__).resolve().parents[2] / "infra" / "aws"
 BOOKIE_KEYS = ("journalSyncData", "journalWriteData", "journalPageCacheFlushIntervalMSec",
                "journalMaxGroupWaitMSec", "journalAdaptiveGroupWrites")
 
+#: the broker versions deploy_mode install knows how to install
+VERSIONS = {
+    "kafka": ["2.3.1", "2.8.2", "3.6.2", "3.9.1", "4.1.0"],
+    "pulsar": ["2.4.2", "2.10.6", "3.3.7", "4.0.6"],
+    "rabbitmq": ["3.8.5", "3.13.7", "4.1.4"],
+}
 
-def profiles() -> dict[str, Any]:
-    return yaml.safe_load((INFRA / "profiles.yaml").read_text())
+#: the host script that installs, configures, starts, stops and checks each broker
+SCRIPTS = {"kafka": "kafka.sh", "pulsar": "pulsar.sh", "rabbitmq": "rabbitmq.sh"}
+
+#: what BrokerEndpoint.implementation says for an installed broker
+IMPLEMENTATIONS = {"kafka": "apache-kafka", "pulsar": "apache-pulsar", "rabbitmq": "rabbitmq"}
 
 
-def profile(name: str, broker: str) -> dict[str, str]:
-    all_ = profiles()
-    if name not in all_:
-        raise EnvironmentError_(f"tuning profile {name!r} not found; profiles: {', '.join(sorted(all_))}")
-    return {str(k): str(v) for k, v in (all_[name].get(broker) or {}).items()}
+def _vtuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
+
+
+def kafka_mode(version: str, forced: str | None = None) -> str:
+    """KRaft from 3.3 (production-ready), only KRaft from 4.0; ZooKeeper before."""
+    v = _vtuple(version)
+    if forced == "zookeeper" and v >= (4, 0):
+        raise EnvironmentError_(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
+    if forced == "kraft" and v < (2, 8):
+        raise EnvironmentError_(f"Kafka {version} has no KRaft mode")
+    if forced:
+        return forced
+    return "kraft" if v >= (3, 3) else "zookeeper"
 
 
 def _short(name: str) -> str:
@@ -59,8 +75,6 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
                    broker_settings: dict[str, Any], *, mode: str = "kraft", tuning: str = "default",
                    run_key: str = "run", data_dir: str = "/data") -> list[tuple[str, str, str]]:
     """[(host name, script name, text)] for every host that takes part."""
-    from .aws import render
-
     prof = profile(tuning, broker)
     settings = {**prof, **{str(k): str(v).lower() if isinstance(v, bool) else str(v)
                            for k, v in broker_settings.items() if k != "nodes"}}
@@ -70,8 +84,6 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
         zk = ",".join(f"{m['address']}:2181" for m in metadata)
         voters = ",".join(f"{i + 1}@{h['address']}:9093" for i, h in enumerate(hosts))
         cluster_id = hashlib.sha1(run_key.encode()).digest()[:16]
-        import base64
-
         cid = base64.urlsafe_b64encode(cluster_id).decode().rstrip("=")
         for i, h in enumerate(hosts):
             out.append((h["name"], "kafka.sh", render(
@@ -123,8 +135,6 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
 
 
 def _zookeeper(metadata, home, purpose, distribution, start_command, data_dir):
-    from .aws import render
-
     servers = [f"server.{i + 1}={m['address']}:2888:3888" for i, m in enumerate(metadata)]
     return [(m["name"], "zookeeper.sh", render(
         "zookeeper.sh.j2", host_name=m["name"], node_id=i + 1, home=home, purpose=purpose,
@@ -149,8 +159,6 @@ def _step(env, host_name: str, script: str, action: str, timeout: float = 900) -
 
 def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant: str,
                      driver_overrides: dict[str, Any]) -> BrokerEndpoint:
-    from .aws import kafka_mode
-
     version = env.version(broker)
     mode = kafka_mode(version, env.settings.get("kafka_mode")) if broker == "kafka" else ""
     hosts, metadata = _fleet_hosts(env, "broker"), _fleet_hosts(env, "metadata")
@@ -167,7 +175,7 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
             _step(env, name, script, "configure")
             _step(env, name, script, "start")
     broker_hosts = [h["name"] for h in hosts]
-    main = {"kafka": "kafka.sh", "pulsar": "pulsar.sh", "rabbitmq": "rabbitmq.sh"}[broker]
+    main = SCRIPTS[broker]
     for name in broker_hosts:
         _step(env, name, main, "stop")  # a variant's settings need a restart
         _step(env, name, main, "configure")
@@ -181,8 +189,7 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
         _step(env, broker_hosts[0], main, "policy")
     _wait(env, broker, float(env.settings.get("start_timeout_s") or 300))
     addrs = [h["address"] for h in hosts]
-    ep = BrokerEndpoint(broker=broker, implementation={"kafka": "apache-kafka", "pulsar": "apache-pulsar",
-                                                       "rabbitmq": "rabbitmq"}[broker],
+    ep = BrokerEndpoint(broker=broker, implementation=IMPLEMENTATIONS[broker],
                         version=version + (f" ({mode})" if mode else ""), nodes=len(hosts))
     if broker == "kafka":
         ep.bootstrap_servers = ",".join(f"{a}:9092" for a in addrs)
@@ -198,7 +205,7 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
 
 
 def _wait(env, broker: str, timeout_s: float) -> None:
-    script = {"kafka": "kafka.sh", "pulsar": "pulsar.sh", "rabbitmq": "rabbitmq.sh"}[broker]
+    script = SCRIPTS[broker]
     deadline = time.monotonic() + timeout_s
     pending = [h["name"] for h in _fleet_hosts(env, "broker")]
     while pending:
@@ -212,7 +219,7 @@ def _wait(env, broker: str, timeout_s: float) -> None:
 
 
 def health_installed(env, broker: str) -> dict[str, Any]:
-    script = {"kafka": "kafka.sh", "pulsar": "pulsar.sh", "rabbitmq": "rabbitmq.sh"}[broker]
+    script = SCRIPTS[broker]
     for h in env.hosts("broker"):
         res = h.sudo(f"bash {shlex.quote(env.host_dir(h) + '/scripts/' + script)} status", timeout=30)
         if not res.ok:
@@ -221,7 +228,7 @@ def health_installed(env, broker: str) -> dict[str, Any]:
 
 
 def undeploy_installed(env, broker: str) -> None:
-    script = {"kafka": "kafka.sh", "pulsar": "pulsar.sh", "rabbitmq": "rabbitmq.sh"}[broker]
+    script = SCRIPTS[broker]
     for h in env.hosts("broker"):
         h.sudo(f"[ -f {shlex.quote(env.host_dir(h) + '/scripts/' + script)} ] && "
                f"bash {shlex.quote(env.host_dir(h) + '/scripts/' + script)} stop || true", timeout=300)

@@ -5,13 +5,13 @@ so every DAG runs unchanged on either. See docs/aws.md.
 
 * provision: broker, metadata (ZooKeeper, when a broker version needs it) and
   client instances through the Amazon provider's EC2Hook, tagged with the run
-  and found again by tag (:mod:`.aws_fleet`); settings checked and cost cap
+  and found again by tag (:mod:`.fleet`); settings checked and cost cap
   applied first (:func:`check_settings`, also called by the validate task, so
   bad settings are refused before any machine exists). A provision that fails
   terminates what it created (found by tag) before its error leaves it;
   leftovers of an attempt whose process died are reused when consistent,
   terminated otherwise.
-* setup_hosts: over SSH (:class:`.aws_ssh.SshHost`, the SSH provider's hook):
+* setup_hosts: over SSH (:class:`.ssh.SshHost`, the SSH provider's hook):
   NVMe instance-store disks (XFS, noatime), tuned-adm latency-performance,
   chrony against the Amazon Time Sync Service with a bounded wait and each
   host's offset recorded, disk baseline, host description.
@@ -21,7 +21,7 @@ so every DAG runs unchanged on either. See docs/aws.md.
   (``deploy_mode: install``); or the local environment's brokers started on
   the broker host by the agent (``deploy_mode: local``: no download needed).
 * run_workers: the worker package on the client hosts, through the agent
-  (:mod:`.aws_agent`); result files copied back to the results location.
+  (:mod:`.agent`); result files copied back to the results location.
 * teardown: terminate by the run's tag and wait; delete the security group.
 
 Settings (suite ``environmentSettings``, run params override some): see
@@ -39,14 +39,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..spec.errors import SpecError
-from . import aws_fleet, hostsetup
-from .aws_ssh import SshHost
-from .base import BrokerEndpoint, Environment, EnvironmentError_
+from ...spec.errors import SpecError
+from .. import hostmetrics, hostsetup
+from ..base import BrokerEndpoint, Environment, EnvironmentError_
+from ..processes import state_dir_for
+from . import fleet as aws_fleet
+from .brokers import VERSIONS, deploy_installed, health_installed, kafka_mode, undeploy_installed
+from .ssh import SshHost
+from .templates import profiles, render
 
 log = logging.getLogger("brokerbench")
-
-INFRA = Path(__file__).resolve().parents[2] / "infra" / "aws"
 
 DEFAULTS: dict[str, Any] = {
     "aws_conn_id": "brokerbench_aws",      # Airflow connection (type aws): credentials, region, endpoint_url
@@ -82,29 +84,6 @@ DEFAULTS: dict[str, Any] = {
     "ssh_timeout_s": 20,
 }
 
-VERSIONS = {
-    "kafka": ["2.3.1", "2.8.2", "3.6.2", "3.9.1", "4.1.0"],
-    "pulsar": ["2.4.2", "2.10.6", "3.3.7", "4.0.6"],
-    "rabbitmq": ["3.8.5", "3.13.7", "4.1.4"],
-}
-
-
-def _vtuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
-
-
-def kafka_mode(version: str, forced: str | None = None) -> str:
-    """KRaft from 3.3 (production-ready), only KRaft from 4.0; ZooKeeper before."""
-    v = _vtuple(version)
-    if forced == "zookeeper" and v >= (4, 0):
-        raise EnvironmentError_(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
-    if forced == "kraft" and v < (2, 8):
-        raise EnvironmentError_(f"Kafka {version} has no KRaft mode")
-    if forced:
-        return forced
-    return "kraft" if v >= (3, 3) else "zookeeper"
-
-
 class AwsEnvironment(Environment):
     name = "aws"
 
@@ -112,8 +91,6 @@ class AwsEnvironment(Environment):
         merged, _site = merge_settings(settings)
         super().__init__(run_key, merged)
         self.plan = plan
-        from .local import state_dir_for
-
         self.state_dir = state_dir_for(run_key, merged)
         s = self.settings
         self.override = s.get("ssh_host_override")
@@ -305,7 +282,7 @@ class AwsEnvironment(Environment):
             args += f" --spec {shlex.quote(path)}"
         cmd = f"mkdir -p {shlex.quote(self.remote_dir)} && cd {shlex.quote(self.remote_dir)} && " \
               f"{shlex.quote(self.remote_python)} -m " \
-              f"brokerbench.environments.aws_agent {command} {args}"
+              f"brokerbench.environments.aws.agent {command} {args}"
         lines: list[str] = []
 
         def handle(line: str) -> None:
@@ -443,8 +420,6 @@ class AwsEnvironment(Environment):
             ep.durability = {**ep.durability, "deploy_mode": "local (the local environment's broker, started on "
                              f"{host.name} over SSH)"}
             return ep
-        from .aws_brokers import deploy_installed
-
         return deploy_installed(self, broker, broker_settings, variant, driver_overrides)
 
     def _local_settings(self) -> dict[str, Any]:
@@ -455,8 +430,6 @@ class AwsEnvironment(Environment):
         if self.settings["deploy_mode"] == "local":
             return self.agent(self.hosts("broker")[0], "health",
                               {"broker": broker, "settings": self._local_settings()}, timeout=120)
-        from .aws_brokers import health_installed
-
         return health_installed(self, broker)
 
     def undeploy(self, broker: str) -> None:
@@ -464,8 +437,6 @@ class AwsEnvironment(Environment):
             self.agent(self.hosts("broker")[0], "undeploy", {"broker": broker, "settings": self._local_settings()},
                        timeout=300)
             return
-        from .aws_brokers import undeploy_installed
-
         undeploy_installed(self, broker)
 
     # -- phases: page cache, host metrics ----------------------------------------------------
@@ -495,8 +466,6 @@ class AwsEnvironment(Environment):
 
     def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
         """Stop the samplers and copy each host's samples to ``dest_dir/<host>.jsonl``."""
-        from . import hostmetrics
-
         out: dict[str, Any] = {}
         for host in self.hosts():
             remote = f"{self.host_dir(host)}/metrics/{label}.jsonl"
@@ -743,8 +712,6 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
             refuse("kafka_mode", str(e))
 
     # tuning profile
-    from .aws_brokers import profiles
-
     known = profiles() or {}
     name = s.get("tuning_profile") or "default"
     if not isinstance(name, str) or name not in known:
@@ -832,15 +799,6 @@ def site_settings() -> dict[str, Any]:
 
 
 ROLE_ORDER = {"broker": 0, "metadata": 1, "client": 2, None: 3}
-
-
-def render(template: str, **values: Any) -> str:
-    """Render ``include/infra/aws/<template>`` (Jinja2, undefined values are errors)."""
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(INFRA)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True)
-    return env.get_template(template).render(**values)
 
 
 def _parse_kv(text: str, prefix: str) -> list[dict[str, str]]:

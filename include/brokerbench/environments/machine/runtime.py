@@ -1,15 +1,13 @@
-"""The ``local`` environment: real brokers as processes on loopback on this machine.
+"""This machine's part of a run: brokers, workers and teardown in one state directory.
 
-One host (this machine, :class:`~brokerbench.environments.base.LocalHost`)
-plays every role: broker, metadata and client. Brokers are started by
-:mod:`brokerbench.environments.local_brokers`; workers are
-``python -m brokerbench.worker run`` processes.
-
-State directory: ``settings["state_dir"]``, else
-``$BROKERBENCH_HOME/state/<run_key>`` (``BROKERBENCH_HOME`` defaults to
-``<repository>/.brokerbench``). Every call finds what it needs there, so each
-Airflow task may run in its own process, and :meth:`LocalEnvironment.teardown`
-works from a fresh object after anything went wrong.
+:class:`Machine` is what the local environment does on this machine and what
+the aws agent (:mod:`brokerbench.environments.aws.agent`) does on each fleet
+host: deploy / health / undeploy a broker (:func:`.make_broker`), run workers
+(``python -m brokerbench.worker run`` processes, each recorded in the state
+directory's pid registry, output relayed line by line, killed at the
+timeout), stop them, and tear down everything the state directory recorded.
+Every call finds what it needs in the state directory, so it works from a
+fresh object in any process.
 """
 
 from __future__ import annotations
@@ -28,76 +26,38 @@ from typing import Any
 
 import psutil
 
-from . import hostsetup
-from .base import BrokerEndpoint, Environment, EnvironmentError_, LocalHost
-from .local_brokers import (BROKERS, MARKER_BROKER, MARKER_STATE, make_broker, marked_processes,
-                            process_entry, record_processes, stop_all, terminate, write_json)
+from ..base import BrokerEndpoint, EnvironmentError_, LocalHost
+from ..processes import (
+    MARKER_BROKER,
+    MARKER_STATE,
+    marked_processes,
+    process_entry,
+    record_processes,
+    state_dir_for,
+    stop_all,
+    terminate,
+    write_json,
+)
+from . import BROKERS, make_broker
 
 log = logging.getLogger("brokerbench")
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
-
-def brokerbench_home() -> Path:
-    return Path(os.environ.get("BROKERBENCH_HOME") or REPO_ROOT / ".brokerbench")
-
-
-def state_dir_for(run_key: str, settings: dict[str, Any] | None = None) -> Path:
-    """Where a run's state lives (see the module docstring)."""
-    settings = settings or {}
-    if settings.get("state_dir"):
-        return Path(settings["state_dir"]).resolve()
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_key).strip("._") or "run"
-    return (brokerbench_home() / "state" / safe).resolve()
-
-
-class LocalEnvironment(Environment):
-    """Brokers and workers as processes on this machine, on 127.0.0.1 only.
+class Machine:
+    """Brokers and workers as processes on this machine, kept in the run's state directory.
 
     Settings (all optional): ``state_dir``; ``kafka_home`` / ``pulsar_home``
-    (real distributions instead of tansu / pulsar-lite); ``start_timeout_s``;
-    ``tuned_profile`` (default latency-performance); ``disk_baseline_mb``
-    (default 64, 0 to skip).
+    (real distributions instead of tansu / pulsar-lite); ``start_timeout_s``.
     """
 
+    #: the environment name records carry (the aws agent's host records say "local" too: it is this code)
     name = "local"
 
     def __init__(self, run_key: str, settings: dict[str, Any] | None = None):
-        super().__init__(run_key, settings)
+        self.run_key = run_key
+        self.settings = settings or {}
         self.state_dir = state_dir_for(run_key, self.settings)
         self.host = LocalHost("localhost", "all")
-
-    # -- provision / host setup ------------------------------------------------
-    def provision(self) -> dict[str, Any]:
-        """One host, this machine, in every role. Writes ``fleet.json``."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        fleet = {
-            "environment": self.name,
-            "run_key": self.run_key,
-            "state_dir": str(self.state_dir),
-            "hosts": [{**self.host.describe(), "address": "127.0.0.1",
-                       "roles": ["broker", "metadata", "client"]}],
-        }
-        write_json(self.state_dir / "fleet.json", fleet)
-        return fleet
-
-    def setup_hosts(self) -> dict[str, Any]:
-        """tuned profile, time sync, disk baseline and description of this host."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        size = int(self.settings.get("disk_baseline_mb", 64))
-        record = {
-            "name": self.host.name,
-            "role": self.host.role,
-            "tuned": hostsetup.apply_tuned_profile(self.host, self.settings.get("tuned_profile",
-                                                                                "latency-performance")),
-            "time_sync": hostsetup.time_sync(self.host, single_host=True),
-            "disk": (hostsetup.disk_baseline(self.host, str(self.state_dir), size_mb=size) if size > 0
-                     else {"note": "disk baseline skipped (disk_baseline_mb = 0)"}),
-            "description": hostsetup.describe_host(self.host),
-        }
-        result = {"environment": self.name, "hosts": [record]}
-        write_json(self.state_dir / "hosts.json", result)
-        return result
 
     # -- brokers ------------------------------------------------------------------
     def _broker(self, broker: str):
@@ -121,42 +81,6 @@ class LocalEnvironment(Environment):
         if stopped:
             log.info("%s stopped: %s", broker, ", ".join(f"{s['role']} (pid {s['pid']})" for s in stopped))
 
-    # -- phases: host metrics (the same sampler as on aws hosts) ----------------------------
-    def before_phase(self, phase: str, label: str) -> dict[str, Any]:
-        """Start this machine's metrics sampler (CPU, memory, disk, network) for the phase."""
-        from . import hostmetrics
-
-        out = self.state_dir / "metrics" / f"{label}.jsonl"
-        rec: dict[str, Any] = {"phase": phase, "label": label,
-                               "page_cache": [{"host": self.host.name, "dropped": False,
-                                               "note": "local environment: the page cache of a shared machine "
-                                                       "is not dropped"}] if phase == "measure" else []}
-        try:
-            # own CPU: processes with this state dir's marker, and this task with its ancestors;
-            # every other process's CPU is foreign (docs/results-format.md, "Status")
-            hostmetrics.start(str(self.state_dir), str(out), self.host.name,
-                              float(self.settings.get("metrics_interval_s", 1.0)),
-                              own_pids=hostmetrics.own_chain(os.getpid()))
-            rec["metrics"] = [{"host": self.host.name, "file": str(out)}]
-        except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
-            rec["metrics"] = [{"host": self.host.name, "error": f"{type(e).__name__}: {e}"}]
-        return rec
-
-    def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
-        """Stop the sampler; its samples go to ``dest_dir/<host>.jsonl``, the summary is returned."""
-        import shutil
-
-        from . import hostmetrics
-
-        src = self.state_dir / "metrics" / f"{label}.jsonl"
-        hostmetrics.stop(str(src))
-        if not src.exists():
-            return {self.host.name: {"role": self.host.role, "samples": 0}}
-        dest = Path(dest_dir) / f"{self.host.name}.jsonl"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-        return {self.host.name: {"role": self.host.role, "file": str(dest),
-                                 **hostmetrics.summarise(hostmetrics.parse_lines(dest.read_text()))}}
 
     # -- workers ----------------------------------------------------------------------
     def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],

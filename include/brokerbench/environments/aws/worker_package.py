@@ -21,9 +21,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import EnvironmentError_
+from ..base import EnvironmentError_
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # include/brokerbench
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # include/brokerbench
 
 
 @dataclass(frozen=True)

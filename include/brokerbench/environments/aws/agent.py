@@ -3,17 +3,18 @@
 The aws environment installs the brokerbench package (without Airflow) on
 every host and calls this module for what must happen there:
 
-    python -m brokerbench.environments.aws_agent run-workers  --state-dir D --spec F
-    python -m brokerbench.environments.aws_agent metrics-start --state-dir D --out F --host NAME
-    python -m brokerbench.environments.aws_agent metrics-stop  --state-dir D --out F
-    python -m brokerbench.environments.aws_agent deploy|health|undeploy --state-dir D --spec F
-    python -m brokerbench.environments.aws_agent teardown --state-dir D
+    python -m brokerbench.environments.aws.agent run-workers  --state-dir D --spec F
+    python -m brokerbench.environments.aws.agent metrics-start --state-dir D --out F --host NAME
+    python -m brokerbench.environments.aws.agent metrics-stop  --state-dir D --out F
+    python -m brokerbench.environments.aws.agent deploy|health|undeploy --state-dir D --spec F
+    python -m brokerbench.environments.aws.agent teardown --state-dir D
 
 ``run-workers`` uses the same process handling as the local environment
-(every worker recorded in ``D/pids.json``, output relayed line by line,
-killed at the timeout), so ``teardown`` on the host stops whatever a
-killed controller left behind. ``deploy`` / ``health`` / ``undeploy`` run
-the local environment's brokers on the host: the ``local`` deploy mode of
+(:class:`brokerbench.environments.machine.runtime.Machine`: every worker
+recorded in ``D/pids.json``, output relayed line by line, killed at the
+timeout), so ``teardown`` on the host stops whatever a killed controller
+left behind. ``deploy`` / ``health`` / ``undeploy`` run the same broker
+implementations as the local environment on the host: the ``local`` deploy mode of
 the aws environment (brokers that need no download; used by the loopback
 tests and by hosts without internet access). The last output line of every
 command is ``BROKERBENCH_RESULT <json>``.
@@ -32,9 +33,9 @@ RESULT_PREFIX = "BROKERBENCH_RESULT "
 
 
 def _env(state_dir: str, run_key: str, settings: dict[str, Any] | None = None):
-    from brokerbench.environments.local import LocalEnvironment
+    from brokerbench.environments.machine.runtime import Machine
 
-    return LocalEnvironment(run_key, {**(settings or {}), "state_dir": state_dir})
+    return Machine(run_key, {**(settings or {}), "state_dir": state_dir})
 
 
 def _print_result(data: Any) -> None:
@@ -56,7 +57,7 @@ def metrics_stop(out: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    ap = argparse.ArgumentParser(prog="python -m brokerbench.environments.aws_agent")
+    ap = argparse.ArgumentParser(prog="python -m brokerbench.environments.aws.agent")
     ap.add_argument("command", choices=["deploy", "health", "undeploy", "teardown", "run-workers",
                                         "stop-workers", "metrics-start", "metrics-stop"])
     ap.add_argument("--state-dir", required=True)

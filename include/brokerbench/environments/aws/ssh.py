@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .base import CommandResult, EnvironmentError_, Host
+from ..base import CommandResult, EnvironmentError_, Host
 
 log = logging.getLogger("brokerbench")
 

@@ -1,0 +1,114 @@
+"""The ``local`` environment: real brokers as processes on loopback on this machine.
+
+One host (this machine, :class:`~brokerbench.environments.base.LocalHost`)
+plays every role: broker, metadata and client. Brokers are started by
+:mod:`brokerbench.environments.machine`; workers are
+``python -m brokerbench.worker run`` processes.
+
+State directory: ``settings["state_dir"]``, else
+``$BROKERBENCH_HOME/state/<run_key>`` (``BROKERBENCH_HOME`` defaults to
+``<repository>/.brokerbench``). Every call finds what it needs there, so each
+Airflow task may run in its own process, and :meth:`LocalEnvironment.teardown`
+works from a fresh object after anything went wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import hostsetup
+from ..base import Environment
+from ..machine.runtime import Machine
+from ..processes import brokerbench_home, state_dir_for, write_json
+
+log = logging.getLogger("brokerbench")
+
+__all__ = ["LocalEnvironment", "brokerbench_home", "state_dir_for"]
+
+
+class LocalEnvironment(Machine, Environment):
+    """Brokers and workers as processes on this machine, on 127.0.0.1 only.
+
+    Settings (all optional): ``state_dir``; ``kafka_home`` / ``pulsar_home``
+    (real distributions instead of tansu / pulsar-lite); ``start_timeout_s``;
+    ``tuned_profile`` (default latency-performance); ``disk_baseline_mb``
+    (default 64, 0 to skip).
+
+    Brokers, workers and teardown are :class:`~brokerbench.environments.machine.runtime.Machine`'s;
+    this class adds provisioning, host setup and the phases' host metrics.
+    """
+
+    name = "local"
+
+    # -- provision / host setup ------------------------------------------------
+    def provision(self) -> dict[str, Any]:
+        """One host, this machine, in every role. Writes ``fleet.json``."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        fleet = {
+            "environment": self.name,
+            "run_key": self.run_key,
+            "state_dir": str(self.state_dir),
+            "hosts": [{**self.host.describe(), "address": "127.0.0.1",
+                       "roles": ["broker", "metadata", "client"]}],
+        }
+        write_json(self.state_dir / "fleet.json", fleet)
+        return fleet
+
+    def setup_hosts(self) -> dict[str, Any]:
+        """tuned profile, time sync, disk baseline and description of this host."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        size = int(self.settings.get("disk_baseline_mb", 64))
+        record = {
+            "name": self.host.name,
+            "role": self.host.role,
+            "tuned": hostsetup.apply_tuned_profile(self.host, self.settings.get("tuned_profile",
+                                                                                "latency-performance")),
+            "time_sync": hostsetup.time_sync(self.host, single_host=True),
+            "disk": (hostsetup.disk_baseline(self.host, str(self.state_dir), size_mb=size) if size > 0
+                     else {"note": "disk baseline skipped (disk_baseline_mb = 0)"}),
+            "description": hostsetup.describe_host(self.host),
+        }
+        result = {"environment": self.name, "hosts": [record]}
+        write_json(self.state_dir / "hosts.json", result)
+        return result
+
+
+    # -- phases: host metrics (the same sampler as on aws hosts) ----------------------------
+    def before_phase(self, phase: str, label: str) -> dict[str, Any]:
+        """Start this machine's metrics sampler (CPU, memory, disk, network) for the phase."""
+        from .. import hostmetrics
+
+        out = self.state_dir / "metrics" / f"{label}.jsonl"
+        rec: dict[str, Any] = {"phase": phase, "label": label,
+                               "page_cache": [{"host": self.host.name, "dropped": False,
+                                               "note": "local environment: the page cache of a shared machine "
+                                                       "is not dropped"}] if phase == "measure" else []}
+        try:
+            # own CPU: processes with this state dir's marker, and this task with its ancestors;
+            # every other process's CPU is foreign (docs/results-format.md, "Status")
+            hostmetrics.start(str(self.state_dir), str(out), self.host.name,
+                              float(self.settings.get("metrics_interval_s", 1.0)),
+                              own_pids=hostmetrics.own_chain(os.getpid()))
+            rec["metrics"] = [{"host": self.host.name, "file": str(out)}]
+        except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
+            rec["metrics"] = [{"host": self.host.name, "error": f"{type(e).__name__}: {e}"}]
+        return rec
+
+    def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
+        """Stop the sampler; its samples go to ``dest_dir/<host>.jsonl``, the summary is returned."""
+        import shutil
+
+        from .. import hostmetrics
+
+        src = self.state_dir / "metrics" / f"{label}.jsonl"
+        hostmetrics.stop(str(src))
+        if not src.exists():
+            return {self.host.name: {"role": self.host.role, "samples": 0}}
+        dest = Path(dest_dir) / f"{self.host.name}.jsonl"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        return {self.host.name: {"role": self.host.role, "file": str(dest),
+                                 **hostmetrics.summarise(hostmetrics.parse_lines(dest.read_text()))}}
