@@ -159,13 +159,14 @@ def test_text_is_escaped(run_dir):
 
 def test_provenance_section(run_dir):
     text = build_report(run_dir).read_text()
-    prov = text.split("<h2>Provenance</h2>")[1].split("<h2>Plan</h2>")[0]
+    # folded away: the first screen is the verdicts
+    prov = text.split("<details class=\"section\"><summary>Provenance")[1].split("<summary>Plan</summary>")[0]
     for needle in ("tansu", "0.5.1", "pulsar-lite", "kafka-python", "3.0.12", "pulsar-client",
                    "latency-performance: not applied", "tuned-adm is not installed", "0.250 ms", "chrony tracking",
                    "6.1.0-18-amd64", "flush.messages", "teardown.json",
                    f"brokerbench {brokerbench.__version__}"):
         assert needle in prov, needle
-    plan = text.split("<h2>Plan</h2>")[1]
+    plan = text.split("<summary>Plan</summary>")[1]
     assert "nightly-latency" in plan and "local" in plan and "kafka-latency" in plan
 
 

@@ -94,11 +94,68 @@ def test_report_shows_regression_table_quantile_curves_and_trends(results):
     assert re.search(r'<tr class="verdict bad">.*?publish_latency_p99_ms.*?<strong>regressed</strong>', text)
     assert "insufficient history" in text
     assert "publish latency by percentile" in text and "end-to-end latency by percentile" in text
-    assert "w1: trend publish_latency_p99_ms" in text and "w1: trend e2e_latency_p99_ms" in text
+    assert "w1: trend kafka/fsync-on: publish_latency_p99_ms, e2e_latency_p99_ms" in text
+    assert "w1: trend rabbitmq/fsync-on" in text
     for b64 in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text):
         assert base64.b64decode(b64)[:4] == b"\x89PNG"
     log = render_text_summary(ctx.run_dir)
     assert "Regression verdicts" in log and "REGRESSION w1 kafka fsync-on publish_latency_p99_ms" in log
+
+
+def test_report_first_screen_regressions_first_insufficient_one_line_provenance_folded(results):
+    ctx = ctx_for(results, 8)
+    pipeline.verdicts(ctx)
+    rows = [r for r in read_history(results / "history") if r["run_key"].endswith("2026-11-08")]
+    cols = list(rows[0])
+    (ctx.run_dir / "summary" / "summary.csv").write_text(",".join(cols) + "\n" + "\n".join(
+        ",".join("" if r[c] is None else str(r[c]) for c in cols) for r in rows) + "\n")
+    (ctx.run_dir / "provenance").mkdir()
+    (ctx.run_dir / "provenance" / "hosts.json").write_text(json.dumps({"hosts": [{"name": "h", "description": "x" * 5000}]}))
+    text = build_report(ctx.run_dir, history_root=results / "history").read_text()
+    first = text.split('<h2 id="what-changed">What changed</h2>')[1].split("<h2>Results</h2>")[0]
+    # the headline and the regression with its evidence come first
+    assert re.search(r"<div class='headline bad'><strong>\d+ regression\(s\)</strong> in 1 track\(s\)", first)
+    findings = first.split("<h3>Regressions</h3>")[1]
+    assert "kafka / fsync-on / w1 (3.8.0)</th>" in findings and "<td>publish_latency_p99_ms</td>" in findings
+    assert "threshold in this run" in findings and "vs median" in findings and "<summary>evidence<" in findings
+    # insufficient history (the rabbitmq track, 1 earlier run): one line, not a table
+    assert "Insufficient history: 11 verdict(s) of 1 track(s) without enough earlier ok runs" in first
+    assert "rabbitmq / fsync-on / w1 (4.1.2): 1 earlier ok run(s)" in first
+    assert 'class="verdict meta"' not in first and "<strong>insufficient history</strong>" not in first
+    # the trend of the changed track is on the first screen, the other one below
+    assert "w1: trend kafka/fsync-on" in first and "w1: trend rabbitmq" not in first
+    # the full verdict table folds insufficient history away; provenance and plan are folded
+    verdicts = text.split("<h2>Regression verdicts</h2>")[1].split("<h2>Trends")[0]
+    assert re.search(r"<details><summary>11 verdict\(s\) <strong>insufficient history</strong>", verdicts)
+    assert verdicts.index("<strong>regressed</strong>") < verdicts.index("<strong>unchanged</strong>")
+    assert '<details class="section"><summary>Provenance' in text and "x" * 5000 in text.split(
+        '<details class="section"><summary>Provenance')[1]
+
+
+def test_trend_time_axis_spans_the_runs_and_marks_change_points():
+    import datetime as dt
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.dates import num2date
+    from matplotlib.figure import Figure
+
+    from brokerbench.report.charts import time_axis, track_panels_png
+    from brokerbench.report.html import _changes_for
+
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    one = dt.datetime(2026, 11, 8)
+    ax.plot([one], [5.0])
+    time_axis(ax, [one])
+    lo, hi = (num2date(x).replace(tzinfo=None) for x in ax.get_xlim())
+    assert lo == one - dt.timedelta(hours=12) and hi == one + dt.timedelta(hours=12)  # a day, not four years
+    rows = [history_row(d, p99=5.0 * (1 + 0.01 * (d % 3)) * (1.5 if d > 14 else 1.0)) for d in range(1, 21)]
+    changes = _changes_for(rows, "publish_latency_p99_ms")
+    assert changes == [("2026-11-15T00:00:00+00:00", "+50 %")]
+    png = track_panels_png("t", [("p99", [("3.8.0", [r["run_ts"] for r in rows],
+                                           [r["publish_latency_p99_ms"] for r in rows])], changes, True)])
+    assert base64.b64decode(png)[:4] == b"\x89PNG"
 
 
 def test_comparison_versions_and_brokers_side_by_side(results):

@@ -82,4 +82,5 @@ def test_trends_and_comparison_leave_invalid_rows_out(tmp_path):
     run = tmp_path / "runs" / "brokerbench_nightly" / "scheduled__2026-11-06"
     _write_summary(run)
     html = build_report(run, root).read_text()
-    assert "(5 runs, environment any); rows whose status is invalid or partial are not drawn (1 run(s)" in html
+    assert "(5 runs, environment any)" in html
+    assert "Rows whose status is invalid or partial are not drawn (1 run(s) with such rows)" in html

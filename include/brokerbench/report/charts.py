@@ -119,25 +119,109 @@ def quantile_chart_png(title: str, y_label: str, curves: Sequence[tuple[str, dic
                    legend_loc="upper left")
 
 
-def trend_chart_png(title: str, y_label: str, series: Sequence[tuple[str, list[str], list[float]]],
-                    highlight: str | None = None) -> str:
-    """Values over runs (x = run date/time text, in order), one line per series (e.g. broker version)."""
+def _times(xs: Sequence[Any]) -> list[Any]:
     import datetime as _dt
 
-    fig, ax = _new_chart()
+    out = []
+    for x in xs:
+        try:
+            t = _dt.datetime.fromisoformat(str(x).replace("Z", "+00:00"))
+            out.append(t.replace(tzinfo=None) if t.tzinfo is None else t.astimezone(_dt.timezone.utc).replace(tzinfo=None))
+        except ValueError:
+            out.append(None)
+    return out
+
+
+def time_axis(ax, times: Sequence[Any]) -> None:
+    """A run-time x axis that spans the runs (at least a day: one run never stretches it over years)."""
+    import datetime as _dt
+
+    import matplotlib.dates as mdates
+
+    times = [t for t in times if t is not None]
+    if not times:
+        return
+    lo, hi = min(times), max(times)
+    pad = max((hi - lo) * 0.05, _dt.timedelta(hours=12) if hi - lo < _dt.timedelta(days=1) else _dt.timedelta(0))
+    ax.set_xlim(lo - pad, hi + pad)
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=7)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+
+
+#: a trend panel: (y label, [(name, x run times, y values)], [(run time, label)] change points, log y axis)
+Panel = tuple[str, Sequence[tuple[str, list[str], list[float]]], Sequence[tuple[str, str]], bool]
+
+
+def _draw_panel(ax, y_label: str, series, changes, log_y: bool, highlight: str | None = None) -> list[Any]:
+    drawn = []
     for name, xs, ys in series:
-        times = []
-        for x in xs:
-            try:
-                times.append(_dt.datetime.fromisoformat(str(x).replace("Z", "+00:00")))
-            except ValueError:
-                times.append(None)
-        pts = [(t, y) for t, y in zip(times, ys) if t is not None and y is not None]
+        pts = sorted((t, y) for t, y in zip(_times(xs), ys) if t is not None and y is not None)
         if not pts:
             continue
-        pts.sort(key=lambda p: p[0])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, linewidth=1.5,
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3.5, linewidth=1.3,
                 label=name + (" (this run's track)" if name == highlight else ""))
-    if series:
-        fig.autofmt_xdate()
-    return _finish(fig, ax, title, "run time (UTC)", y_label, bool(series))
+        drawn += [p[0] for p in pts]
+    for when, label in changes:
+        t = _times([when])[0]
+        if t is None:
+            continue
+        ax.axvline(t, color="#c62828", linestyle="--", linewidth=1.2)
+        ax.annotate(label, xy=(t, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -10),
+                    textcoords="offset points", fontsize=7, color="#c62828", va="top")
+    ax.set_ylabel(y_label, fontsize=8)
+    ax.grid(True, alpha=0.3, which="both")
+    if log_y and drawn and all(y > 0 for _, _, ys in series for y in ys if y is not None):
+        from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+
+        ax.set_yscale("log")
+        # plain numbers at evenly spread values (not 3.2 x 10^1), no unlabelled minor ticks
+        ax.yaxis.set_major_locator(MaxNLocator(5))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
+    elif drawn:
+        ax.set_ylim(bottom=0)
+    return drawn
+
+
+def trend_chart_png(title: str, y_label: str, series: Sequence[tuple[str, list[str], list[float]]],
+                    highlight: str | None = None, changes: Sequence[tuple[str, str]] = (),
+                    log_y: bool = False) -> str:
+    """Values over runs (x = run time), one line per series (e.g. broker version); change points as red
+    dashed lines; the time axis spans the runs (at least a day)."""
+    fig, ax = _new_chart()
+    drawn = _draw_panel(ax, y_label, series, changes, log_y, highlight)
+    time_axis(ax, drawn)
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel("run time (UTC)")
+    if drawn:
+        ax.legend(fontsize=8, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def track_panels_png(title: str, panels: Sequence[Panel]) -> str:
+    """Small multiples of one track: one panel per metric, sharing the run-time axis (latency panels on a
+    log axis, so one spiking run does not flatten the others)."""
+    fig = Figure(figsize=(8.0, 1.2 + 1.55 * max(1, len(panels))), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(max(1, len(panels)), 1, sharex=True, squeeze=False)[:, 0]
+    drawn: list[Any] = []
+    for ax, (y_label, series, changes, log_y) in zip(axes, panels):
+        drawn += _draw_panel(ax, y_label, series, changes, log_y)
+    time_axis(axes[-1], drawn)
+    names = {name for _, series, _, _ in panels for name, _, _ in series}
+    if len(names) > 1:
+        axes[0].legend(fontsize=7, loc="best")
+    if not drawn:
+        axes[0].text(0.5, 0.5, "no data", ha="center", va="center", transform=axes[0].transAxes)
+    axes[-1].set_xlabel("run time (UTC)", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")

@@ -15,8 +15,9 @@ from typing import Any, Iterable, Sequence
 
 import brokerbench
 
-from .charts import line_chart_png, quantile_chart_png, series_by_combo, trend_chart_png
-from brokerbench.regression import split_status, validity_rules, verdict_class
+from brokerbench.regression import METRICS, split_status, track_changes, validity_rules, verdict_class
+
+from .charts import line_chart_png, quantile_chart_png, series_by_combo, track_panels_png
 
 from .data import RunData, column_label, column_unit, load_run
 
@@ -61,6 +62,12 @@ table.kv th { text-align: left; background: #fafafa; }
 .meta { color: #555; }
 img.chart { display: block; margin: 0.5em 0 1em 0; max-width: 100%; }
 tr.verdict.bad td { background: #fde8e8; } tr.verdict.good td { background: #e6f4ea; } tr.verdict.meta td { color: #666; }
+.headline { font-size: 1.05em; padding: 0.5em 0.8em; margin: 0.5em 0; border-left: 4px solid #888; background: #f6f6f6; }
+.headline.bad { border-left-color: #c62828; background: #fde8e8; } .headline.good { border-left-color: #2e7d32; background: #e6f4ea; }
+details { margin: 0.4em 0; } details > summary { cursor: pointer; color: #333; }
+details.section > summary { font-size: 1.2em; font-weight: bold; margin-top: 1.2em; border-bottom: 1px solid #ccc; }
+.ok { color: #1b5e20; }
+td.evidence { font-size: 0.85em; color: #333; max-width: 48em; }
 """
 
 
@@ -251,40 +258,156 @@ VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "", "insuf
                  "no data": "meta", "not judged: invalid": "notjudged", "not judged: partial": "notjudged"}
 
 
-def regression_section(data: RunData) -> str:
-    if data.regression is None:
-        return "<p>No regression verdicts (summary/regression.json is missing: the history or verdict step did not run).</p>"
-    rule = data.regression.get("rule") or {}
-    verdicts = data.regression.get("verdicts") or []
-    counts: dict[str, int] = {}
-    for v in verdicts:
-        k = verdict_class(v.get("verdict"))
-        counts[k] = counts.get(k, 0) + 1
-    intro = (f"<p class='meta'>Each metric against its track's baseline (same broker, broker version, workload, "
-             f"variant, environment and target rate): the last {esc(rule.get('baseline_runs'))} earlier runs with "
-             f"status ok, at least {esc(rule.get('min_runs'))} needed; runs whose status is invalid or partial are "
-             f"never part of a baseline, and a row of this run that is not ok is not judged (its evidence names "
-             f"the validity rules that made it invalid). Regressed / improved when the change "
-             f"exceeds max(relative threshold x median, {esc(rule.get('k'))} x robust spread (1.4826 x MAD), "
-             f"floor); latency up and rate down are worse. Counts: "
-             + esc(", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))) + "</p>")
-    cols = ["workload", "broker", "variant", "broker_version", "metric", "verdict", "value", "baseline_median",
-            "baseline_spread", "change_percent", "threshold", "baseline_n", "evidence"]
-    head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in cols)
+def _verdicts(data: RunData) -> list[dict[str, Any]]:
+    return list((data.regression or {}).get("verdicts") or [])
+
+
+def _track_label(v: dict[str, Any]) -> str:
+    return f"{v.get('broker')} / {v.get('variant')} / {v.get('workload')} ({v.get('broker_version')})"
+
+
+def _change_text(v: dict[str, Any]) -> str:
+    pct = v.get("change_percent")
+    return "–" if not isinstance(pct, (int, float)) else f"{pct:+.1f} %"
+
+
+VERDICT_COLUMNS = ["workload", "broker", "variant", "broker_version", "metric", "verdict", "rule", "value",
+                   "baseline_median", "baseline_spread", "change_percent", "threshold", "p_value", "baseline_n",
+                   "evidence"]
+
+
+def verdict_table(verdicts: Sequence[dict[str, Any]], columns: Sequence[str] = VERDICT_COLUMNS) -> str:
+    head = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in columns)
     body = []
     for v in verdicts:
         cls = VERDICT_CLASS.get(verdict_class(v.get("verdict")), "")
         cells = []
-        for c in cols:
+        for c in columns:
             value = v.get(c)
             numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
             text = esc(format_value(value))
             if c == "verdict":
                 text = f"<strong>{text}</strong>"
-            cells.append(f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>")
+            if c == "evidence":
+                cells.append(f'<td class="evidence">{text}</td>')
+            else:
+                cells.append(f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>")
         body.append(f'<tr class="verdict {esc(cls)}">{"".join(cells)}</tr>')
-    return (intro + f'<div class="scroll"><table class="regression"><thead><tr>{head}</tr></thead><tbody>'
+    return (f'<div class="scroll"><table class="regression"><thead><tr>{head}</tr></thead><tbody>'
             + "".join(body) + "</tbody></table></div>")
+
+
+def regression_section(data: RunData) -> str:
+    """Every verdict: regressed and improved first, then the rest; insufficient history folded to one line."""
+    if data.regression is None:
+        return "<p>No regression verdicts (summary/regression.json is missing: the history or verdict step did not run).</p>"
+    rule = data.regression.get("rule") or {}
+    det = rule.get("detector") or {}
+    verdicts = _verdicts(data)
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        k = verdict_class(v.get("verdict"))
+        counts[k] = counts.get(k, 0) + 1
+    intro = (f"<p class='meta'>Each metric against its track's history (same broker, broker version, workload, "
+             f"variant, environment and target rate; runs with status ok only). Rule <em>change point</em>: a "
+             f"significant change point (ruptures PELT; t test on log values, p &le; {esc(det.get('alpha'))}; at "
+             f"least the metric's minimum effect) whose new level started at most {esc(det.get('recent'))} runs "
+             f"ago. Rule <em>threshold</em>: this run against the current level (runs since the last change point, "
+             f"at most {esc(rule.get('baseline_runs'))}): change beyond max(relative x median, k x (1 + 1/&radic;n) x "
+             f"robust spread, floor), k = {esc(rule.get('k'))}. Fewer than {esc(rule.get('min_runs'))} earlier ok "
+             f"runs: insufficient history. docs/analytics.md. Counts: "
+             + esc(", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))) + "</p>")
+    order = {"regressed": 0, "improved": 1, "unchanged": 2, "no data": 3}
+    shown = sorted((v for v in verdicts if verdict_class(v.get("verdict")) != "insufficient history"),
+                   key=lambda v: order.get(verdict_class(v.get("verdict")), 4))
+    insufficient = [v for v in verdicts if verdict_class(v.get("verdict")) == "insufficient history"]
+    out = intro + (verdict_table(shown) if shown else "")
+    if insufficient:
+        out += (f"<details><summary>{len(insufficient)} verdict(s) <strong>insufficient history</strong> "
+                f"({esc(_insufficient_line(insufficient))})</summary>{verdict_table(insufficient)}</details>")
+    return out
+
+
+def _insufficient_line(insufficient: Sequence[dict[str, Any]]) -> str:
+    tracks: dict[str, int] = {}
+    for v in insufficient:
+        tracks[_track_label(v)] = max(tracks.get(_track_label(v), 0), int(v.get("baseline_n") or 0))
+    need = ""
+    shown = "; ".join(f"{t}: {n} earlier ok run(s)" for t, n in sorted(tracks.items())[:6])
+    more = f"; and {len(tracks) - 6} more track(s)" if len(tracks) > 6 else ""
+    return f"{len(tracks)} track(s) without enough earlier ok runs{need}: {shown}{more}"
+
+
+def _sides(v: dict[str, Any]) -> str:
+    from brokerbench.changepoint import side_text
+
+    cp = v.get("change_point") or {}
+    if not cp:
+        return ""
+    return (f"change point at run {str(cp.get('run_ts'))[:16]}; before: {side_text(cp['before_runs'])}; "
+            f"after: {side_text(cp['after_runs'])}")
+
+
+def findings_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Regressed or improved verdicts grouped by track: the runs on each side of a change point once per
+    track and change, then one line per metric (change, baseline -> this run, rule, p) with its evidence
+    folded."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for v in rows:
+        groups.setdefault((_track_label(v), _sides(v)), []).append(v)
+    body = []
+    for (track, sides), vs in groups.items():
+        body.append(f"<tr class='track'><th colspan='5' style='text-align:left'>{esc(track)}"
+                    + (f"<br><span class='meta'>{esc(sides)}</span>" if sides else "") + "</th></tr>")
+        for v in vs:
+            cp = v.get("change_point") or {}
+            when = f" since {str(cp.get('run_ts'))[:16]}" if cp.get("run_ts") else " in this run"
+            p = v.get("p_value")
+            rule = (v.get("rule") or "") + when + (f", p = {p:.2g}" if isinstance(p, (int, float)) else "")
+            body.append(
+                f"<tr class='verdict {'bad' if v.get('verdict') == 'regressed' else 'good'}'>"
+                f"<td>{esc(v.get('metric'))}</td><td class='num'><strong>{esc(_change_text(v))}</strong></td>"
+                f"<td class='num'>{esc(format_value(v.get('baseline_median')))} &rarr; "
+                f"{esc(format_value(v.get('value')))}</td><td>{esc(rule)}</td>"
+                f"<td class='evidence'><details><summary>evidence</summary>{esc(v.get('evidence'))}</details></td></tr>")
+    return ("<div class='scroll'><table class='findings'><thead><tr><th>metric</th><th>change</th>"
+            "<th>baseline &rarr; this run</th><th>rule</th><th>evidence</th></tr></thead><tbody>"
+            + "".join(body) + "</tbody></table></div>")
+
+
+def what_matters_section(data: RunData) -> str:
+    """The first screen: regressions and improvements with their evidence, one line for the rest."""
+    verdicts = _verdicts(data)
+    parts = []
+    if data.regression is None:
+        parts.append("<div class='headline'>No regression verdicts for this run (the history or verdict step "
+                     "did not run).</div>")
+    else:
+        regressed = [v for v in verdicts if v.get("verdict") == "regressed"]
+        improved = [v for v in verdicts if v.get("verdict") == "improved"]
+        classes: dict[str, int] = {}
+        for v in verdicts:
+            classes[verdict_class(v.get("verdict"))] = classes.get(verdict_class(v.get("verdict")), 0) + 1
+        rest = ", ".join(f"{n} {k}" for k, n in sorted(classes.items()) if k not in ("regressed", "improved"))
+        if regressed:
+            head = (f"<div class='headline bad'><strong>{len(regressed)} regression(s)</strong> in "
+                    f"{len({_track_label(v) for v in regressed})} track(s)"
+                    + (f", {len(improved)} improvement(s)" if improved else "") + f"; {esc(rest)}.</div>")
+        elif improved:
+            head = (f"<div class='headline good'><strong>No regression</strong>; {len(improved)} improvement(s); "
+                    f"{esc(rest)}.</div>")
+        else:
+            head = f"<div class='headline'><strong>No regression or improvement</strong>: {esc(rest)}.</div>"
+        parts.append(head)
+        for title, rows in (("Regressions", regressed), ("Improvements", improved)):
+            if rows:
+                parts.append(f"<h3>{title}</h3>" + findings_table(rows))
+        insufficient = [v for v in verdicts if v.get("verdict") == "insufficient history"]
+        if insufficient:
+            parts.append(f"<p class='meta'>Insufficient history: {len(insufficient)} verdict(s) of "
+                         f"{esc(_insufficient_line(insufficient))}.</p>")
+    parts.append(status_section(data))
+    return "\n".join(p for p in parts if p)
 
 
 TREND_METRICS = [("publish_latency_p99_ms", "p99 publish latency (ms)"),
@@ -293,30 +416,66 @@ TREND_METRICS = [("publish_latency_p99_ms", "p99 publish latency (ms)"),
                  ("publish_rate_msg_s", "publish rate (msg/s)")]
 
 
+TREND_LOG = {"publish_latency_p99_ms": True, "e2e_latency_p99_ms": True, "e2e_latency_avg_ms": True,
+             "publish_rate_msg_s": False}
+
+
+def _changes_for(rows: Sequence[dict[str, Any]], column: str) -> list[tuple[str, str]]:
+    metric = next((m for m in METRICS if m.column == column), None)
+    if metric is None:
+        return []
+    out = []
+    for c in track_changes(rows, metric):
+        pct = c.get("change_percent")
+        out.append((str(c.get("run_ts")), "" if pct is None else f"{pct:+.0f} %"))
+    return out
+
+
+def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None) -> list[str]:
+    """Small multiples per broker / variant / workload (ok rows; one line per broker version), change points
+    of each version's series marked; latency panels on a log axis."""
+    env = _environment(data)
+    rows = [r for r in data.history if (env is None or r.get("environment") in (env, None))
+            and r.get("status") in (None, "ok")]
+    tracks = sorted({(str(r.get("broker")), str(r.get("variant")), str(r.get("workload"))) for r in rows})
+    parts = []
+    for b, x, w in tracks:
+        if only is not None and (b, x, w) not in only:
+            continue
+        t_rows = [r for r in rows if (str(r.get("broker")), str(r.get("variant")), str(r.get("workload"))) == (b, x, w)]
+        versions = sorted({str(r.get("broker_version")) for r in t_rows})
+        panels = []
+        for column, y_label in TREND_METRICS:
+            series, changes = [], []
+            for version in versions:
+                v_rows = sorted((r for r in t_rows if str(r.get("broker_version")) == version
+                                 and isinstance(r.get(column), (int, float)) and not isinstance(r.get(column), bool)),
+                                key=lambda r: str(r.get("run_ts")))
+                if v_rows:
+                    series.append((f"{version}", [str(r.get("run_ts")) for r in v_rows],
+                                   [float(r[column]) for r in v_rows]))
+                    changes += _changes_for(v_rows, column)
+            log_y = TREND_LOG.get(column, False)
+            panels.append(((y_label + (", log" if log_y else "")).replace(" (", "\n("), series, changes, log_y))
+        runs = len({r.get("run_key") for r in t_rows})
+        png = track_panels_png(f"{b} / {x} / {w}: {runs} ok run(s)", panels)
+        parts.append(f'<img class="chart" alt="{esc(w + ": trend " + b + "/" + x + ": " + ", ".join(c for c, _ in TREND_METRICS))}" '
+                     f'src="data:image/png;base64,{png}">')
+    return parts
+
+
 def trends_section(data: RunData) -> str:
     if not data.history:
         return "<p>No history for this run's tracks yet (it fills as runs are appended).</p>"
     env = _environment(data)
     rows = [r for r in data.history if env is None or r.get("environment") in (env, None)]
     not_ok = {r.get("run_key") for r in rows if r.get("status") not in (None, "ok")}
-    rows = [r for r in rows if r.get("status") in (None, "ok")]
-    parts = [f"<p class='meta'>One line per broker / variant / broker version, from the history store "
-             f"({len({r.get('run_key') for r in rows})} runs, environment {esc(env or 'any')}); rows whose status "
-             f"is invalid or partial are not drawn ({len(not_ok)} run(s) with such rows).</p>"]
-    for workload in sorted({str(r.get("workload")) for r in rows}):
-        w_rows = [r for r in rows if str(r.get("workload")) == workload]
-        for column, y_label in TREND_METRICS:
-            groups: dict[str, list[tuple[str, float]]] = {}
-            for r in w_rows:
-                v = r.get(column)
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    name = f"{r.get('broker')}/{r.get('variant')} {r.get('broker_version')}"
-                    groups.setdefault(name, []).append((str(r.get("run_ts")), float(v)))
-            series = [(n, [p[0] for p in sorted(pts)], [p[1] for p in sorted(pts)]) for n, pts in sorted(groups.items())]
-            png = trend_chart_png(f"{workload}: {y_label} per run", y_label, series)
-            parts.append(f'<img class="chart" alt="{esc(workload + ": trend " + column)}" '
-                         f'src="data:image/png;base64,{png}">')
-    return "\n".join(parts)
+    ok_runs = {r.get("run_key") for r in rows if r.get("status") in (None, "ok")}
+    parts = [f"<p class='meta'>Per track (broker / variant / workload), from the history store ({len(ok_runs)} runs, "
+             f"environment {esc(env or 'any')}): one line per broker version, change points (red dashed, with "
+             f"their size) of each version's series; latency on a log axis. Rows whose status is invalid or "
+             f"partial are not drawn ({len(not_ok)} run(s) with such rows).</p>"]
+    return "\n".join(parts + track_trends(data))
 
 
 SWEEP_COLUMNS = ["workload", "broker", "variant", "step", "target_rate_msg_s", "publish_rate_msg_s",
@@ -543,6 +702,11 @@ def status_section(data: RunData) -> str:
     return "".join(out)
 
 
+def _changed_tracks(data: RunData) -> set[tuple[str, str, str]]:
+    return {(str(v.get("broker")), str(v.get("variant")), str(v.get("workload"))) for v in _verdicts(data)
+            if v.get("verdict") in ("regressed", "improved")}
+
+
 def render_html(data: RunData) -> str:
     title = _title(data)
     env = _environment(data)
@@ -552,14 +716,16 @@ def render_html(data: RunData) -> str:
         meta_bits.insert(0, f"environment: {env}")
     if data.summary:
         body_results = (
-            status_section(data)
-            + ("".join(f'<div class="warn">&#9888; {esc(w)}</div>' for w in durability_warnings(data)
-                       if "cannot honour" in w))
+            ("".join(f'<div class="warn">&#9888; {esc(w)}</div>' for w in durability_warnings(data)
+                     if "cannot honour" in w))
             + "<h3>Key results</h3>" + results_table(data, KEY_COLUMNS)
-            + "<h3>All columns</h3>" + results_table(data, data.summary_columns)
+            + "<details><summary>All columns</summary>" + results_table(data, data.summary_columns) + "</details>"
         )
     else:
         body_results = '<div class="bad">No summary (summary/summary.csv is missing or empty): nothing was measured or the aggregation did not run.</div>'
+    changed = _changed_tracks(data)
+    changed_trends = track_trends(data, changed) if changed and data.history else []
+    first_trends = ("<h3>Trends of the tracks that changed</h3>" + "\n".join(changed_trends)) if changed_trends else ""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -570,23 +736,28 @@ def render_html(data: RunData) -> str:
 <body>
 <h1>{esc(title)}</h1>
 <p class="meta">{' &middot; '.join(esc(b) for b in meta_bits)}</p>
+<h2 id="what-changed">What changed</h2>
+{what_matters_section(data)}
+{first_trends}
 <h2>Results</h2>
 <p class="meta">Measured phase only (warm-up excluded). Percentiles are read from histograms merged across all
 workers and intervals, never averaged. Rates are messages over the measured wall-clock span.</p>
 {body_results}
 <h2>Regression verdicts</h2>
 {regression_section(data)}
+<h2>Trends across runs and versions</h2>
+{trends_section(data)}
 <h2>Charts</h2>
 {charts_section(data)}
 {sweep_section(data)}
-<h2>Trends across runs and versions</h2>
-{trends_section(data)}
 <h2>Durability</h2>
 {durability_section(data)}
-<h2>Provenance</h2>
+<details class="section"><summary>Provenance (brokers, clients, hosts, records)</summary>
 {provenance_section(data)}
-<h2>Plan</h2>
+</details>
+<details class="section"><summary>Plan</summary>
 {plan_section(data)}
+</details>
 </body>
 </html>
 """
