@@ -84,11 +84,15 @@ def significance(before: Sequence[float], after: Sequence[float]) -> float:
     if len(a) < 2 or len(b) < 2:
         return 1.0
     va, vb = float(np.var(a, ddof=1)), float(np.var(b, ddof=1))
-    if va == 0 and vb == 0:
-        return 0.0 if float(np.mean(a)) != float(np.mean(b)) else 1.0
+    if va <= 1e-20 and vb <= 1e-20:  # no spread (up to rounding) in either group
+        return 0.0 if abs(float(np.mean(a)) - float(np.mean(b))) > 1e-9 else 1.0
+    import warnings
+
     from scipy import stats
 
-    p = float(stats.ttest_ind(a, b, equal_var=True).pvalue)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # nearly identical values: the p value is still defined
+        p = float(stats.ttest_ind(a, b, equal_var=True).pvalue)
     return p if math.isfinite(p) else 1.0
 
 

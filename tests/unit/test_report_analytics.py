@@ -174,6 +174,25 @@ def test_comparison_versions_and_brokers_side_by_side(results):
     assert text.count("<img ") == 4  # p99 publish and e2e trend per broker track
 
 
+def test_comparison_labels_version_differences_significant_or_not(tmp_path):
+    # a backfill over four kafka versions, 4 runs each: 3.7.2 = 3.8.0; 3.9.0 is 30 % slower; 4.0.0 = 3.9.0
+    levels = {"3.7.2": 5.0, "3.8.0": 5.0, "3.9.0": 6.5, "4.0.0": 6.5}
+    rows, day = [], 1
+    for version, p99 in levels.items():
+        for i in range(4):
+            rows.append(history_row(day, version=version, p99=p99 * (1 + 0.01 * ((day * 7) % 5 - 2))))
+            day += 1
+    write_history_rows(tmp_path / "history", rows)
+    text = build_comparison(tmp_path / "history", tmp_path / "out").read_text()
+    table = text.split("<table class='versions'>")[1].split("</table>")[0]
+    lines = re.findall(r"<tr class='([^']*)'><td>([^<]+)</td><td>publish_latency_p99_ms</td>.*?<strong>([^<]+)</strong>",
+                       table)
+    assert sorted((v, label) for _, v, label in lines) == [
+        ("3.7.2 \u2192 3.8.0", "not significant"), ("3.8.0 \u2192 3.9.0", "significantly worse"),
+        ("3.9.0 \u2192 4.0.0", "not significant")]
+    assert "Version differences: " in text
+
+
 def test_comparison_marks_durability_not_honoured(tmp_path):
     write_history_rows(tmp_path / "history", [history_row(1), history_row(1, broker="rabbitmq", version="4.1.2",
                                                                           durability_honoured=False)])

@@ -3,7 +3,10 @@
 - **Versions**: per broker x workload x variant x environment, one row per
   broker version: the latest run of that version (its exact merged figures),
   the number of runs and the median over runs of p99 publish and end-to-end
-  latency; a trend chart of p99 publish latency per version over time.
+  latency; every version against the one measured before it, per metric,
+  labelled significantly worse / better or not significant by the statistic of
+  the change points (:func:`brokerbench.changepoint.compare_versions`); a trend
+  chart of p99 publish latency per version over time.
 - **Brokers side by side**: per workload x variant (durability level) x
   environment, the latest run of every broker, with the seeds' tables: avg,
   p50, p75, p95, p99, p99.9, p99.99 and max of publish and end-to-end latency.
@@ -25,6 +28,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any, Iterable, Sequence
 
+from brokerbench.changepoint import compare_versions
 from brokerbench.history import latest_per, read_history
 
 from .charts import trend_chart_png
@@ -83,6 +87,36 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
+DIFF_CLASS = {"significantly worse": "verdict bad", "significantly better": "verdict good",
+              "not significant": "", "too few runs": "verdict meta"}
+
+
+def version_diff_table(rows: list[dict[str, Any]]) -> str:
+    """Each version against the previous one (by first run time), per metric, labelled by the t test on log
+    values (p <= alpha and at least the metric's minimum effect); significant differences first."""
+    diffs = compare_versions(rows)
+    if not diffs:
+        return "<p class='meta'>One broker version only: no version difference to test.</p>"
+    order = {"significantly worse": 0, "significantly better": 1, "not significant": 2, "too few runs": 3}
+    diffs.sort(key=lambda d: (order.get(d.label, 4), d.version_a, d.version_b))
+    body = []
+    for d in diffs:
+        cells = [d.version_a + " \u2192 " + d.version_b, d.metric, f"{d.runs_a} / {d.runs_b}",
+                 format_value(d.median_a), format_value(d.median_b),
+                 "–" if d.change_percent is None else f"{d.change_percent:+.1f} %",
+                 "–" if d.p_value is None else f"{d.p_value:.2g}", d.label]
+        body.append(f"<tr class='{DIFF_CLASS.get(d.label, '')}'>" + "".join(
+            f"<td>{'<strong>' + esc(c) + '</strong>' if i == 7 else esc(c)}</td>" for i, c in enumerate(cells))
+            + "</tr>")
+    n_sig = sum(d.label.startswith("significantly") for d in diffs)
+    return ("<details open><summary>Version differences: " + esc(f"{n_sig} significant of {len(diffs)} "
+            "(each version against the one measured before it; t test on log values of the runs, p <= 0.01 and "
+            "the metric's minimum effect, as for change points)") + "</summary><div class='scroll'>"
+            "<table class='versions'><thead><tr><th>versions</th><th>metric</th><th>runs</th><th>median before</th>"
+            "<th>median after</th><th>change</th><th>p</th><th>label</th></tr></thead><tbody>"
+            + "".join(body) + "</tbody></table></div></details>")
+
+
 def excluded_rows(rows: Iterable[dict[str, Any]], environment: str | None = None,
                   brokers: Sequence[str] | None = None) -> dict[str, int]:
     """How many history rows (of the environment and brokers compared) are left out, per status kind."""
@@ -118,6 +152,8 @@ def render_comparison(rows: list[dict[str, Any]], title: str = "brokerbench comp
                 *[f"publish_latency_{s}_ms" for s in STATS], *[f"e2e_latency_{s}_ms" for s in STATS],
                 "median_over_runs_publish_latency_p99_ms", "median_over_runs_e2e_latency_p99_ms"]
         parts.append(_table(vrows, cols))
+        parts.append(version_diff_table([r for r in rows if (r.get("broker"), r.get("workload"), r.get("variant"),
+                                                            r.get("environment")) == (b, w, v, e)]))
         track = [r for r in rows if (r.get("broker"), r.get("workload"), r.get("variant"), r.get("environment"))
                  == (b, w, v, e)]
         for col, label in (("publish_latency_p99_ms", "p99 publish latency (ms)"),
