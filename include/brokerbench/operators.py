@@ -41,14 +41,22 @@ class BrokerbenchStepOperator(BaseOperator):
         super().__init__(**kwargs)
         self.suite = suite
 
+    #: the step compares with history: an s3:// store's history partitions of the run's brokers are pulled
+    reads_history = False
+
     def step(self, ctx: pipeline.RunContext) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def raw_needed(self, ctx: pipeline.RunContext) -> list[str]:
+        """Result directories (relative to the run dir) the step reads, pulled from an s3:// store."""
+        return []
 
     def execute(self, context: Any) -> Any:
         ctx = run_context(self.suite, context)
         log.info("== %s (try %s)", self.task_id, context["ti"].try_number)
         try:
-            with ctx.synced():  # s3:// results: staging copy pulled before, pushed after
+            # s3:// results: what the step reads is pulled into the staging copy before, what it wrote pushed after
+            with ctx.synced(history=self.reads_history, raw=self.raw_needed):
                 return self.step(ctx)
         except pipeline.NotSelected as e:
             raise AirflowSkipException(str(e)) from e
@@ -89,7 +97,6 @@ class AcquireEnvironmentOperator(BaseOperator):
         self.poll_s = poll_s
 
     def execute(self, context: Any, event: Any = None) -> Any:
-        from brokerbench.lease import lock_dir
         from brokerbench.triggers import LeaseFreeTrigger
 
         ctx = run_context(self.suite, context)
@@ -100,7 +107,7 @@ class AcquireEnvironmentOperator(BaseOperator):
             log.info("this run holds the lease of the %s environment", scope)
             return {"scope": scope, "run_key": ctx.run_key}
         log.info("waiting, not failing: %s. This run provisions when the lease is free.", busy)
-        self.defer(trigger=LeaseFreeTrigger(scope, slots, str(lock_dir()), self.poll_s),
+        self.defer(trigger=LeaseFreeTrigger(scope, slots, str(pipeline.lease_store(ctx)), self.poll_s),
                    method_name="execute", timeout=self.timeout)
 
 
@@ -203,6 +210,9 @@ class RunPhaseOperator(_BrokerVariantOperator):
             self.execution_timeout = dt.timedelta(seconds=seconds)
             log.info("execution_timeout %.0f s (from the plan's %s durations)", seconds, self.phase)
 
+    def raw_needed(self, ctx):
+        return pipeline.raw_prefixes(ctx, self.broker, self.variant) if self.phase == "measure" else []
+
     def step(self, ctx):
         self._ctx = ctx
         return pipeline.run_phase(ctx, self.broker, self.variant, self.phase)
@@ -264,11 +274,50 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
                 f"Spark's default (yarn). Define it, e.g. "
                 f"AIRFLOW_CONN_{self._conn_id.upper()}='{{\"conn_type\":\"spark\",\"host\":\"local[*]\"}}'") from e
 
-    def submit(self, context: Any, args: list[str]) -> Any:
+    def submit(self, context: Any, args: list[str], results_root: str | None = None) -> Any:
+        """spark-submit with the connection's master, nothing forced: the driver runs here (client mode) with
+        this Python; executors use the cluster's Python (``PYSPARK_PYTHON`` is set to this one only for
+        ``local[...]`` masters). Extra Spark conf comes from the connection's ``extra.conf`` (e.g.
+        ``spark.driver.host`` where executors must reach this worker, ``spark.pyspark.python``). For an
+        s3:// results root the driver gets the results store's credentials and endpoint as ``AWS_*``
+        environment variables; the job hands them to its executors, which read the run from S3."""
+        conn = BaseHook.get_connection(self._conn_id)
+        extra = conn.extra_dejson or {}
+        env = {"PYSPARK_DRIVER_PYTHON": sys.executable}
+        if str(conn.host or "").startswith("local"):
+            env["PYSPARK_PYTHON"] = sys.executable
+        if results_root and results_root.startswith("s3://"):
+            env.update(s3_environment())
+        self.conf = {**(extra.get("conf") or {}), **(self.conf or {})}
         self.application_args = args
-        self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, **(self.env_vars or {})}
+        self.env_vars = {**env, **(self.env_vars or {})}
         self.py_files = self.py_files or spark_py_files()
+        log.info("spark-submit to %s%s; conf %s", conn.host, f":{conn.port}" if conn.port else "",
+                 ", ".join(f"{k}={v}" for k, v in sorted(self.conf.items())) or "-")
         return super().execute(context)
+
+
+def s3_environment(aws_conn_id: str | None = None) -> dict[str, str]:
+    """AWS_* variables for a process that reads the results store with boto3 (the Spark jobs): credentials,
+    region and endpoint of the Airflow connection ``BROKERBENCH_AWS_CONN_ID`` (default ``brokerbench_aws``)."""
+    import os
+
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    hook = S3Hook(aws_conn_id=aws_conn_id or os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws"))
+    env: dict[str, str] = {}
+    creds = hook.get_credentials()
+    if creds and creds.access_key:
+        env.update(AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key)
+        if creds.token:
+            env["AWS_SESSION_TOKEN"] = creds.token
+    region = hook.conn_region_name or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        env["AWS_DEFAULT_REGION"] = region
+    endpoint = hook.conn_config.endpoint_url
+    if endpoint:
+        env["AWS_ENDPOINT_URL"] = endpoint
+    return env
 
 
 class AggregateResultsOperator(BrokerbenchSparkOperator):
@@ -278,12 +327,15 @@ class AggregateResultsOperator(BrokerbenchSparkOperator):
 
     def execute(self, context: Any) -> Any:
         ctx = run_context(self.suite, context)
-        log.info("== %s (try %s): spark-submit on %s", self.task_id, context["ti"].try_number, ctx.run_dir)
+        log.info("== %s (try %s): spark-submit on %s", self.task_id, context["ti"].try_number, ctx.results_uri)
         self.check_connection()
-        with ctx.synced():  # s3:// results: Spark reads and writes the local staging copy
-            if not pipeline.has_measurements(ctx):
-                raise AirflowFailException(f"no measured results under {ctx.run_dir / 'raw'}: nothing to aggregate")
-            return self.submit(context, ["--run-dir", str(ctx.run_dir)])
+        with ctx.synced() as sync:  # s3:// results: the job reads the run from S3; its tables are pushed after
+            measured = (any("/measure/" in k or "/sweep/" in k for k in sync.listing(f"runs/{ctx.run_key}/raw/"))
+                        if sync else pipeline.has_measurements(ctx))
+            if not measured:
+                raise AirflowFailException(f"no measured results under {ctx.results_uri}/raw: nothing to aggregate")
+            out = ctx.run_dir / "summary"
+            return self.submit(context, ["--run-dir", ctx.results_uri, "--out-dir", str(out)], ctx.results_root)
 
 
 def _run_type_and_ts(context: Any) -> tuple[str | None, str]:
@@ -309,18 +361,26 @@ class HistoryAppendOperator(BrokerbenchSparkOperator):
     def execute(self, context: Any) -> Any:
         ctx = run_context(self.suite, context)
         self.check_connection()
-        with ctx.synced():  # s3:// results: run dir and history/ staged locally around the Spark job
+        with ctx.synced() as sync:
             if not (ctx.run_dir / "summary" / "summary.parquet").exists():
-                raise AirflowFailException(f"no summary under {ctx.run_dir / 'summary'}: nothing to append")
+                raise AirflowFailException(f"no summary under {ctx.results_uri}/summary: nothing to append")
             run_type, run_ts = _run_type_and_ts(context)
             pipeline.write_run_meta(ctx, run_type, run_ts)
-            root = pipeline.history_root(ctx)
-            log.info("== %s: append %s (%s run at %s) to %s", self.task_id, ctx.run_dir, run_type, run_ts, root)
-            result = self.submit(context, ["--history-root", root, "--run-dir", str(ctx.run_dir)])
+        history_uri = pipeline.history_uri(ctx)
+        log.info("== %s: append %s (%s run at %s) to %s", self.task_id, ctx.results_uri, run_type, run_ts,
+                 history_uri)
+        args = ["--history-root", history_uri, "--run-dir", ctx.results_uri]
+        if sync is None:
+            result = self.submit(context, args)
+        else:  # the job writes this run's history files here; they are uploaded, its stale keys removed
+            out = ctx.local_results_root / "history"
+            result = self.submit(context, [*args, "--history-out", str(out)], ctx.results_root)
+            pipeline.publish_history(ctx, sync, out)
         for outlet in self.outlets or []:
             try:
-                context["outlet_events"][outlet].extra = {"history_root": root, "run_dir": str(ctx.run_dir),
-                                                          "dag_id": ctx.dag_id, "run_id": ctx.run_id}
+                context["outlet_events"][outlet].extra = {
+                    "results_root": ctx.results_root, "history_uri": history_uri, "run_uri": ctx.results_uri,
+                    "dag_id": ctx.dag_id, "run_id": ctx.run_id}
             except Exception as e:  # the event still fires without its extra
                 log.warning("could not attach extra to the history asset event: %s", e)
         return result
@@ -330,6 +390,7 @@ class VerdictOperator(BrokerbenchStepOperator):
     """Regression verdicts of the run against its tracks' history (summary/regression.json)."""
 
     ui_color = "#fcf3cf"
+    reads_history = True
 
     def step(self, ctx):
         return pipeline.verdicts(ctx)
@@ -365,7 +426,8 @@ class CompareOperator(BaseOperator):
     """Comparison report (versions of a broker, brokers side by side) from the history store.
 
     The results root comes from the triggering history Asset event (extra
-    ``history_root``), else from the ``results_root`` param.
+    ``results_root``: the store's URI, ``s3://...`` or a path), else from the
+    ``results_root`` param.
     """
 
     ui_color = "#d6eaf8"
@@ -378,9 +440,10 @@ class CompareOperator(BaseOperator):
         results_root = params.get("results_root") or pipeline.default_results_root()
         for events in (context.get("triggering_asset_events") or {}).values():
             for event in events:
-                root = (getattr(event, "extra", None) or {}).get("history_root")
-                if root:
-                    results_root = root.rstrip("/").rsplit("/", 1)[0]
+                extra = getattr(event, "extra", None) or {}
+                if extra.get("results_root"):  # the results store's URI (s3://... or a path), never a staging copy
+                    results_root = extra["results_root"]
+        log.info("comparison of the history in %s", results_root)
         path = pipeline.compare(results_root, context["run_id"], params.get("environment") or None,
                                 params.get("brokers") or None)
         from brokerbench import web
@@ -431,6 +494,7 @@ class ReportOperator(BrokerbenchStepOperator):
 
     ui_color = "#d6eaf8"
     operator_extra_links = (ReportLink(),)
+    reads_history = True
 
     def step(self, ctx):
         return pipeline.report(ctx)

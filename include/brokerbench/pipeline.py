@@ -15,11 +15,15 @@ import logging
 import os
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 log = logging.getLogger("brokerbench")
+
+#: What a task does not download from an s3:// results store unless it reads it (RunContext.synced).
+RUN_BULK = ("raw/", "hostmetrics/")
 
 #: Repository root (include/brokerbench/pipeline.py -> parents[2]).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -67,12 +71,43 @@ class RunContext:
     def run_dir(self) -> Path:
         return self.local_results_root / "runs" / self.run_key
 
-    def synced(self):
-        """Context manager: the run's files (and history) pulled from S3 before a
-        task and pushed after it; nothing to do for a local results root."""
-        from brokerbench.storage import synced
+    @contextmanager
+    def synced(self, *, history: bool = False, raw: Callable[["RunContext"], list[str]] | None = None):
+        """For s3:// results (nothing to do for a local root): before the block, pull what the task reads into
+        the staging copy - the run's small files (plan, provenance, summary; not the bulky ``raw/`` and
+        ``hostmetrics/``), then ``raw(ctx)`` (result directories relative to the run dir, e.g. those a
+        retried phase checks) and, with ``history``, the history partitions of the run's brokers; after it
+        (also when it fails), push what the task wrote. Yields the S3Sync, or None for a local root."""
+        from brokerbench.storage import S3Sync, is_s3
 
-        return synced(self.results_root, [f"runs/{self.run_key}", "history"])
+        if not is_s3(self.results_root):
+            yield None
+            return
+        sync = S3Sync(self.results_root)
+        run = f"runs/{self.run_key}/"
+        sync.pull([run], exclude=tuple(run + b for b in RUN_BULK))
+        extra = [run + r.strip("/") + "/" for r in (raw(self) if raw else [])]
+        sync.pull(extra + (self.history_prefixes() if history else []))
+        before = sync.snapshot([run])
+        try:
+            yield sync
+        finally:
+            sync.push([run], before)
+
+    def history_prefixes(self) -> list[str]:
+        """The history partitions (relative to the results root) this run's verdicts and report read: one
+        per broker of the plan (history/broker=<b>/), not the whole history."""
+        brokers = sorted({i.broker for i in self.plan().items}) if self.plan_path.exists() else []
+        return [f"history/broker={b}/" for b in brokers]
+
+    @property
+    def results_uri(self) -> str:
+        """The run's directory in the results store: ``s3://.../runs/<dag>/<run>`` or the local path."""
+        from brokerbench.storage import is_s3
+
+        if is_s3(self.results_root):
+            return f"{self.results_root.rstrip('/')}/runs/{self.run_key}"
+        return str(self.run_dir)
 
     @property
     def plan_path(self) -> Path:
@@ -180,6 +215,13 @@ def lease_ttl_s(ctx: RunContext) -> float:
     return longest * 60.0 + 1800.0
 
 
+def lease_store(ctx: RunContext):
+    """Where the run's lease lives: the results store (``<results root>/locks``), shared by every worker."""
+    from brokerbench import lease
+
+    return lease.store_for(ctx.results_root)
+
+
 def acquire_environment(ctx: RunContext):
     """Take the environment's lease for this run: None when held, else :class:`brokerbench.lease.Busy`."""
     from brokerbench import lease
@@ -188,7 +230,8 @@ def acquire_environment(ctx: RunContext):
     # `brokerbench bench` runs the whole DAG in one `airflow dags test` process: the lease goes with it
     bound = os.getpid() if os.environ.get("BROKERBENCH_LEASE_BOUND_TO_PROCESS") else None
     return lease.acquire(scope, ctx.run_key, slots=slots, ttl_s=lease_ttl_s(ctx),
-                         note=f"suite {ctx.suite}, results {ctx.run_dir}", bound_pid=bound)
+                         note=f"suite {ctx.suite}, results {ctx.results_uri}", bound_pid=bound,
+                         store=lease_store(ctx))
 
 
 def hold_environment(ctx: RunContext) -> None:
@@ -196,14 +239,14 @@ def hold_environment(ctx: RunContext) -> None:
     from brokerbench import lease
 
     scope, _ = lease_scope(ctx)
-    lease.renew(scope, ctx.run_key)
+    lease.renew(scope, ctx.run_key, lease_store(ctx))
 
 
 def release_environment(ctx: RunContext) -> bool:
     from brokerbench import lease
 
     scope, _ = lease_scope(ctx)
-    return lease.release(scope, ctx.run_key)
+    return lease.release(scope, ctx.run_key, lease_store(ctx))
 
 
 def provision(ctx: RunContext) -> dict[str, Any]:
@@ -329,6 +372,17 @@ def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
         log.info("%s: created %s with %d partitions and subscriptions %s", broker, ", ".join(job["topics"]),
                  item.workload.partitions_per_topic, ", ".join(job["subscriptions"]))
     return created
+
+
+def raw_prefixes(ctx: RunContext, broker: str, variant: str) -> list[str]:
+    """The result directories (relative to the run dir) of broker x variant's workloads: what a retried phase
+    reads to skip measurements already complete."""
+    try:
+        items = _items(ctx, broker, variant)
+    except (NotSelected, FileNotFoundError):
+        return []
+    return sorted({f"raw/{safe_name(i.workload.id)}/{safe_name(i.driver.name)}/{safe_name(i.variant)}"
+                   for i in items})
 
 
 def result_path(ctx: RunContext, item, phase: str, worker: str) -> Path:
@@ -473,6 +527,37 @@ ANALYSIS_PARAMS = ("regression_min_runs", "regression_gate")
 ENVIRONMENT_PARAMS = ("broker_versions", "instance_types", "instance_counts", "cost_cap_usd", "tuning_profile")
 
 
+def history_uri(ctx: RunContext) -> str:
+    """The history store's URI: ``s3://.../history`` or the local history directory."""
+    from brokerbench.storage import is_s3
+
+    return f"{ctx.results_root.rstrip('/')}/history" if is_s3(ctx.results_root) else history_root(ctx)
+
+
+def publish_history(ctx: RunContext, sync, out: Path) -> dict[str, int]:
+    """After the history job wrote this run's rows into ``out`` (a local directory; the job's manifest
+    ``_manifests/<run key>.json`` lists the files): upload exactly those files under ``history/`` and delete
+    the run's keys the job did not write again (a re-run whose partition values changed), so the store never
+    holds a run twice. Other runs' keys are never touched."""
+    from brokerbench.history import run_key
+
+    key = run_key(ctx.dag_id, ctx.run_id)
+    manifest_path = out / "_manifests" / f"{key}.json"
+    if not manifest_path.exists():
+        raise RuntimeError(f"the history job wrote no manifest {manifest_path}: nothing to publish")
+    files = [str(f).lstrip("/") for f in json.loads(manifest_path.read_text())["files"]]
+    for rel in files:
+        sync.client.upload_file(str(out / rel), sync.bucket, sync._key(f"history/{rel}"))
+    mine = f"/run_key={key}/"
+    stale = [rel for rel in sync.listing("history/")
+             if mine in f"/{rel}" and rel.removeprefix("history/") not in set(files)]
+    if stale:
+        sync.delete(stale)
+    log.info("history: %d file(s) of run %s uploaded to %s/history, %d stale key(s) of the run removed",
+             len(files), key, ctx.results_root.rstrip("/"), len(stale))
+    return {"uploaded": len(files), "removed": len(stale)}
+
+
 def history_root(ctx: RunContext) -> str:
     from brokerbench.history import history_root as root
 
@@ -539,20 +624,26 @@ def compare(results_root: str, out_name: str, environment: str | None = None,
             brokers: list[str] | None = None) -> str:
     """The comparison report of the whole history: <results_root>/comparisons/<out_name>/comparison.html.
 
-    Also copied to <results_root>/comparisons/latest.html.
+    Also copied to <results_root>/comparisons/latest.html. An ``s3://`` results root is read through its
+    staging copy: the history is pulled (all of it: the comparison is of the whole history), the report is
+    written there and pushed back.
     """
     import shutil
 
     from brokerbench.history import history_root as root, read_history
     from brokerbench.report.compare import build_comparison, text_summary
+    from brokerbench.storage import staging_root, synced
 
-    out_dir = Path(results_root) / "comparisons" / safe_name(out_name)
-    path = build_comparison(root(results_root), out_dir, environment or None, brokers or None)
-    shutil.copyfile(path, Path(results_root) / "comparisons" / "latest.html")
-    rows = [r for r in read_history(root(results_root)) if r.get("status") == "ok"
-            and (not environment or r.get("environment") == environment)
-            and (not brokers or r.get("broker") in brokers)]
-    log.info("comparison (latest run per broker):\n%s", text_summary(rows))
+    local = staging_root(results_root)
+    with synced(results_root, ["history/"], push=["comparisons/"]):
+        out_dir = local / "comparisons" / safe_name(out_name)
+        path = build_comparison(root(local), out_dir, environment or None, brokers or None)
+        shutil.copyfile(path, local / "comparisons" / "latest.html")
+        rows = [r for r in read_history(root(local)) if r.get("status") == "ok"
+                and (not environment or r.get("environment") == environment)
+                and (not brokers or r.get("broker") in brokers)]
+    log.info("comparison (latest run per broker, %d history rows read from %s):\n%s", len(rows),
+             f"{results_root.rstrip('/')}/history", text_summary(rows))
     log.info("comparison report: %s", path)
     return str(path)
 

@@ -18,3 +18,44 @@ def test_project_spark_connection_is_found_and_runs_the_project_jobs(monkeypatch
     agg.check_connection()  # does not raise
     assert agg.application.endswith("spark_jobs/aggregate.py")
     assert HistoryAppendOperator(task_id="history", suite="smoke").application.endswith("spark_jobs/history.py")
+
+
+def _submitted(monkeypatch, conn: str, results_root: str | None) -> AggregateResultsOperator:
+    """What the operator hands to SparkSubmitOperator.execute for ``conn`` (spark-submit itself not run)."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    monkeypatch.setenv(f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}", conn)
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: "submitted")
+    monkeypatch.setattr("brokerbench.operators.spark_py_files", lambda: "/tmp/brokerbench_spark.zip")
+    op = AggregateResultsOperator(task_id="aggregate", suite="smoke")
+    assert op.submit({}, ["--run-dir", "x"], results_root) == "submitted"
+    return op
+
+
+def test_a_cluster_master_gets_no_local_python_and_the_connections_spark_conf(monkeypatch):
+    import json
+    import sys
+
+    conn = json.dumps({"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077,
+                       "extra": {"conf": {"spark.driver.host": "10.0.0.9", "spark.pyspark.python": "/usr/bin/python3"}}})
+    op = _submitted(monkeypatch, conn, None)
+    assert "PYSPARK_PYTHON" not in op.env_vars  # the executors use the cluster's Python
+    assert "SPARK_LOCAL_IP" not in op.env_vars  # nothing forces loopback
+    assert op.env_vars["PYSPARK_DRIVER_PYTHON"] == sys.executable  # the driver runs here
+    assert op.conf == {"spark.driver.host": "10.0.0.9", "spark.pyspark.python": "/usr/bin/python3"}
+    assert not any(k.startswith("AWS_") for k in op.env_vars)  # a local results root needs no credentials
+
+
+def test_local_master_uses_this_python_and_an_s3_root_passes_the_store_credentials(monkeypatch):
+    import json
+    import sys
+
+    monkeypatch.setenv("AIRFLOW_CONN_BROKERBENCH_AWS", json.dumps({
+        "conn_type": "aws", "login": "AKIDEXAMPLE", "password": "secret",
+        "extra": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "eu-west-1"}}))
+    op = _submitted(monkeypatch, '{"conn_type": "spark", "host": "local[2]"}', "s3://bucket/results")
+    assert op.env_vars["PYSPARK_PYTHON"] == sys.executable
+    assert {k: op.env_vars[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
+                                        "AWS_ENDPOINT_URL")} == {
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}

@@ -91,3 +91,17 @@ def test_the_aws_agent_stops_the_workers_on_its_host(tmp_path):
             if w.poll() is None:
                 w.kill()
                 w.wait()
+
+
+def test_the_local_environment_state_follows_the_hosts_state_root(tmp_path, monkeypatch):
+    """Workers of one host with homes of their own find a run's state in the host's directory."""
+    from brokerbench.environments.local import LocalEnvironment
+
+    monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "worker-a"))
+    monkeypatch.delenv("BROKERBENCH_LOCAL_STATE_ROOT", raising=False)
+    assert LocalEnvironment("dag/run:1").state_dir == (tmp_path / "worker-a" / "state" / "dag_run_1").resolve()
+    monkeypatch.setenv("BROKERBENCH_LOCAL_STATE_ROOT", str(tmp_path / "host"))
+    a = LocalEnvironment("dag/run:1").state_dir
+    monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "worker-b"))
+    assert LocalEnvironment("dag/run:1").state_dir == a == tmp_path / "host" / "dag_run_1"
+    assert LocalEnvironment("dag/run:1", {"state_dir": str(tmp_path / "x")}).state_dir == tmp_path / "x"

@@ -6,10 +6,16 @@ plays every role: broker, metadata and client. Brokers are started by
 ``python -m brokerbench.worker run`` processes.
 
 State directory: ``settings["state_dir"]``, else
+``$BROKERBENCH_LOCAL_STATE_ROOT/<run_key>``, else
 ``$BROKERBENCH_HOME/state/<run_key>`` (``BROKERBENCH_HOME`` defaults to
 ``<repository>/.brokerbench``). Every call finds what it needs there, so each
 Airflow task may run in its own process, and :meth:`LocalEnvironment.teardown`
 works from a fresh object after anything went wrong.
+
+``BROKERBENCH_LOCAL_STATE_ROOT`` is the environment's own directory on this
+host, for deployments where several Airflow workers on the host (each with a
+``BROKERBENCH_HOME`` of its own) take the tasks of one run: they all find the
+run's brokers and workers there (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -42,6 +48,13 @@ class LocalEnvironment(Machine, Environment):
     """
 
     name = "local"
+
+    def __init__(self, run_key: str, settings: dict[str, Any] | None = None):
+        settings = dict(settings or {})
+        root = os.environ.get("BROKERBENCH_LOCAL_STATE_ROOT")
+        if root and not settings.get("state_dir"):
+            settings["state_dir"] = str(Path(root) / Path(state_dir_for(run_key)).name)
+        super().__init__(run_key, settings)
 
     # -- provision / host setup ------------------------------------------------
     def provision(self) -> dict[str, Any]:
