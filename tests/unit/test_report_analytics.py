@@ -100,6 +100,11 @@ def test_report_shows_regression_table_quantile_curves_and_trends(results):
         assert base64.b64decode(b64)[:4] == b"\x89PNG"
     log = render_text_summary(ctx.run_dir)
     assert "Regression verdicts" in log and "REGRESSION w1 kafka fsync-on publish_latency_p99_ms" in log
+    # the task log: regressions first, insufficient history as one line
+    table = log.split("regressed and improved first:")[1]
+    assert table.index("regressed") < table.index("unchanged")
+    assert "insufficient history: 11 verdict(s) of 1 track(s)" in log
+    assert log.count("insufficient history") == 1
 
 
 def test_report_first_screen_regressions_first_insufficient_one_line_provenance_folded(results):

@@ -798,8 +798,15 @@ def render_text_summary(run_dir: str | Path) -> str:
         from .regression import text_table as verdict_table
 
         verdicts = data.regression.get("verdicts") or []
-        out.append("Regression verdicts (docs/analytics.md):")
-        out.append(verdict_table(verdicts))
+        order = {"regressed": 0, "improved": 1}
+        shown = sorted((v for v in verdicts if v.get("verdict") != "insufficient history"),
+                       key=lambda v: order.get(str(v.get("verdict")), 2))
+        insufficient = [v for v in verdicts if v.get("verdict") == "insufficient history"]
+        out.append("Regression verdicts (docs/analytics.md), regressed and improved first:")
+        if shown:
+            out.append(verdict_table(shown))
+        if insufficient:
+            out.append(f"insufficient history: {len(insufficient)} verdict(s) of {_insufficient_line(insufficient)}")
         for v in verdicts:
             if v.get("verdict") == "regressed":
                 out.append(f"REGRESSION {v.get('workload')} {v.get('broker')} {v.get('variant')} "
