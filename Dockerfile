@@ -11,11 +11,15 @@ FROM apache/airflow:3.3.2-python3.11
 USER root
 # Java for spark-submit; rabbitmq-server, chrony and openssh-client for the
 # `local` environment (brokers as processes inside the container) and SSH.
+# JAVA_HOME is a symlink to wherever the JDK landed (java-17-openjdk-amd64, -arm64...),
+# so the image builds for both architectures.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       openjdk-17-jre-headless rabbitmq-server chrony openssh-client procps \
- && apt-get clean && rm -rf /var/lib/apt/lists/*
-ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* \
+ && ln -sfn "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/brokerbench-java \
+ && /usr/lib/jvm/brokerbench-java/bin/java -version
+ENV JAVA_HOME=/usr/lib/jvm/brokerbench-java \
     SPARK_LOCAL_IP=127.0.0.1
 
 USER airflow
@@ -26,10 +30,12 @@ COPY --chown=airflow:root include/ include/
 COPY --chown=airflow:root spark_jobs/ spark_jobs/
 COPY --chown=airflow:root dags/ dags/
 COPY --chown=airflow:root plugins/ plugins/
-# setuptools and wheel: the aws environment builds the brokerbench wheel it
-# installs on the fleet hosts from this tree (pip wheel --no-build-isolation)
-RUN pip install --no-cache-dir --no-deps -e . \
- && pip install --no-cache-dir "setuptools>=68" wheel
+# Editable, so the aws environment finds this source tree and builds the brokerbench wheel it
+# installs on the fleet hosts from it (pip wheel --no-build-isolation: setuptools >= 77 for
+# the PEP 639 license field, and wheel). A plain `pip install .` works too (package data
+# ships in the wheel); the hosts then need the setting worker_wheel.
+RUN pip install --no-cache-dir "setuptools>=77" wheel \
+ && pip install --no-cache-dir --no-deps -e .
 
 ENV AIRFLOW__CORE__DAGS_FOLDER=/opt/brokerbench/dags \
     AIRFLOW__CORE__PLUGINS_FOLDER=/opt/brokerbench/plugins \

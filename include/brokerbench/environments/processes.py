@@ -38,18 +38,14 @@ from typing import Any, Iterable
 
 import psutil
 
+from ..resources import brokerbench_home
+
 MARKER_STATE = "BROKERBENCH_STATE_DIR"
 MARKER_BROKER = "BROKERBENCH_BROKER"
 STOP_GRACE_S = 20.0
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
 
 # -- state directories --------------------------------------------------------
-
-def brokerbench_home() -> Path:
-    return Path(os.environ.get("BROKERBENCH_HOME") or REPO_ROOT / ".brokerbench")
-
 
 def state_dir_for(run_key: str, settings: dict[str, Any] | None = None) -> Path:
     """Where a run's state lives (see the module docstring)."""

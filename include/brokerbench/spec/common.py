@@ -15,7 +15,6 @@ from .errors import MissingFileError, SpecError
 #: The brokers brokerbench knows, in the order they are listed to users.
 SUPPORTED_BROKERS = ("kafka", "pulsar", "rabbitmq")
 
-_DEFAULT_SPEC_ROOT = Path(__file__).resolve().parents[2]
 
 _PATH_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -27,7 +26,11 @@ def spec_root() -> Path:
     changed environment takes effect without re-importing.
     """
     override = os.environ.get("BROKERBENCH_SPEC_ROOT")
-    return Path(override) if override else _DEFAULT_SPEC_ROOT
+    if override:
+        return Path(override)
+    from ..resources import data_dir
+
+    return data_dir("suites").parent  # include/ in the tree, brokerbench/_data installed
 
 
 def path_safe(text: str) -> str:

@@ -6,8 +6,9 @@
 #     postgresql (the deployment test's metadata database: a cluster of its
 #     own on a loopback port, the packaged one is not used) and chromium (the
 #     tests look at the Airflow UI and the served report as a user would);
-#   - the project virtualenv with pinned Python packages (requirements.txt,
-#     constraints.txt) and brokerbench itself (editable);
+#   - the project virtualenv with pinned Python packages (requirements-dev.txt:
+#     the runtime set of requirements.txt plus test and lint tools; constraints.txt)
+#     and brokerbench itself (editable);
 #   - the Airflow metadata database (SQLite, inside the project).
 # Usage: include/infra/local/bootstrap.sh [VENV_DIR]
 set -euo pipefail
@@ -48,10 +49,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "bootstrap: creating virtualenv $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ requirements-dev.txt -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "bootstrap: installing Python packages (about 2 minutes the first time)"
   "$VENV/bin/python" -m pip install -q --upgrade pip wheel
-  "$VENV/bin/python" -m pip install -q -r requirements.txt -c constraints.txt
+  "$VENV/bin/python" -m pip install -q -r requirements-dev.txt -c constraints.txt
   "$VENV/bin/python" -m pip install -q --no-deps -e .
   touch "$stamp"
 fi

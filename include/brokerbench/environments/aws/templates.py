@@ -7,14 +7,15 @@ the named broker tunings (``profiles.yaml``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ...resources import data_dir
 from ..base import EnvironmentError_
 
-INFRA = Path(__file__).resolve().parents[3] / "infra" / "aws"
+#: include/infra/aws in the tree (package data ``infra-aws``)
+INFRA = data_dir("infra-aws")
 
 
 def render(template: str, **values: Any) -> str:

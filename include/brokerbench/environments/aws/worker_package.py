@@ -21,9 +21,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...resources import PACKAGE_DIR, source_root
 from ..base import EnvironmentError_
 
-PACKAGE_DIR = Path(__file__).resolve().parents[2]  # include/brokerbench
+__all__ = ["PACKAGE_DIR", "WorkerPackage", "build_wheel", "source_id", "source_root", "worker_package"]
 
 
 @dataclass(frozen=True)
@@ -31,15 +32,6 @@ class WorkerPackage:
     wheel: Path
     package_id: str  # sha256 hex, see the module docstring
     origin: str      # "built from <source tree>" or "given: <path>"
-
-
-def source_root() -> Path | None:
-    """The project directory (pyproject.toml naming brokerbench) above the package, if any."""
-    for parent in PACKAGE_DIR.parents:
-        pyproject = parent / "pyproject.toml"
-        if pyproject.is_file():
-            return parent if 'name = "brokerbench"' in pyproject.read_text(encoding="utf-8") else None
-    return None
 
 
 def _sources(root: Path) -> list[Path]:
