@@ -5,9 +5,10 @@ Run with any spark-submit (no Airflow, no brokerbench import needed)::
     SPARK_LOCAL_IP=127.0.0.1 spark-submit --master local[2] spark_jobs/aggregate.py \
         --run-dir /path/to/results/runs/<dag_id>/<run_id> [--run-dir ...]
 
-``--run-dir`` may also be an ``s3a://`` (or ``s3://``) URI: it is handed to the
-Spark readers and writers and to the Hadoop FileSystem API unchanged. Several
-``--run-dir`` are aggregated together, in one query with the run as a key.
+``--run-dir`` may also be ``s3://bucket/prefix/runs/<dag>/<run>`` (or ``s3a://``): the
+executors fetch the worker files with boto3 (no hadoop-aws), credentials and endpoint from
+the driver's ``AWS_*`` environment. Several ``--run-dir`` are aggregated together, in one
+query with the run as a key.
 
 Input is ``<run-dir>/raw/<workload>/<driver>/<variant>/<phase>/<worker>.jsonl``
 in the format of docs/results-format.md; only phase ``measure`` is summarised
@@ -15,10 +16,11 @@ in the format of docs/results-format.md; only phase ``measure`` is summarised
 added per bucket key) and every percentile is read from a merged histogram:
 percentiles are never averaged.
 
-Outputs in ``<run-dir>/summary/``: ``summary.parquet`` (a Spark parquet
-dataset), ``summary.csv``, ``timeseries.csv``, ``sweep.csv`` (sweeps only) and
-``omb/<workload>__<driver>__<variant>.json``. docs/aggregation-and-report.md
-lists every column and its unit.
+Outputs, written by the driver into the local ``--out-dir`` (one per ``--run-dir``;
+default ``<run-dir>/summary/`` for a local run, required for S3): ``summary.parquet`` (a
+one-file parquet dataset), ``summary.csv``, ``timeseries.csv``, ``sweep.csv`` (sweeps only)
+and ``omb/<workload>__<driver>__<variant>.json``. docs/aggregation-and-report.md lists every
+column and its unit, and the contract on a cluster.
 
 The job is the package ``spark_jobs/brokerbench_spark`` (schema, reading,
 merge, tables, outputs, cli); this file is its entry point. With

@@ -1,4 +1,15 @@
-"""The aggregation's command line: every ``--run-dir`` in one query, the run as a key."""
+"""The aggregation's command line: every ``--run-dir`` in one query, the run as a key.
+
+Contract (docs/aggregation-and-report.md, "Running the jobs on a cluster"):
+
+- ``--run-dir`` (repeatable; a glob stands for the directories it matches): a local path
+  (or ``file://``) or ``s3://bucket/prefix/runs/<dag>/<run>`` (``s3a://`` alike). S3 worker
+  files are fetched by the executors with boto3; credentials and endpoint come from the
+  driver's ``AWS_*`` environment, handed to the executors as ``spark.executorEnv.*``.
+- ``--out-dir`` (repeatable, one per ``--run-dir`` in order): the local directory the driver
+  writes the run's outputs into; default ``<run-dir>/summary`` for a local run, required
+  for an S3 one. Nothing is written by executors.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +21,14 @@ from typing import Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .merge import group_ids, histogram_stats
-from .outputs import csv_text, text_table, write_run_outputs, write_summary_parquet
-from .reading import expand_run_dirs, glob_sized, read_contention, read_provenance, read_worker_records, worker_pattern, write_text
+from .outputs import csv_text, text_table, write_run_outputs, write_text
+from .reading import file_key, read_contention, read_provenance, read_worker_records, worker_files, worker_pattern
 from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, NoMeasuredData
+from .store import executor_env, expand_run_dirs, is_s3, local_path
 from .tables import quantiles_table, summary_table, sweep_table, timeseries_table
-
 
 #: shuffle partitions: at least this many, one more per BYTES_PER_PARTITION of worker files
 SHUFFLE_PARTITIONS = 4
@@ -25,15 +37,22 @@ MAX_SHUFFLE_PARTITIONS = 400
 
 
 def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
-    return (
+    """The session; the driver's AWS settings (those set) go to the executors' environment.
+    Nothing here chooses the master or an address: spark-submit's ``--master`` and conf do."""
+    builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.ui.showConsoleProgress", "false")
-        # a run's worker files are listed on the driver (no listing job per run)
-        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1024")
-        .getOrCreate()
+        # the SQL tab's plan text: "formatted" (the default) numbers and describes every
+        # operator of the merge's large plan again for each collect, seconds to minutes of driver time
+        .config("spark.sql.ui.explainMode", "simple")
+        # the runs' worker files are listed on the driver (no listing job)
+        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
     )
+    for name, value in executor_env().items():
+        builder = builder.config(f"spark.executorEnv.{name}", value)
+    return builder.getOrCreate()
 
 
 def _by_run(rows: list[dict]) -> dict[int, list[dict]]:
@@ -45,16 +64,37 @@ def _by_run(rows: list[dict]) -> dict[int, list[dict]]:
     return out
 
 
-def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str]) -> int:
-    """Aggregate every run directory in one query; 0 = all written, 2 = a run had nothing measured."""
+def out_dirs(run_dirs: Sequence[str], given: Sequence[str] | None) -> list[str]:
+    """The local output directory of every run: ``given`` in order (one per run), or
+    ``<run-dir>/summary`` of local runs; an S3 run needs one."""
+    if given:
+        if len(given) != len(run_dirs):
+            raise SystemExit(f"--out-dir: give one per run directory ({len(run_dirs)} runs: "
+                             f"{', '.join(run_dirs)}; {len(given)} --out-dir)")
+        return [local_path(d).rstrip("/") for d in given]
+    remote = [d for d in run_dirs if is_s3(d)]
+    if remote:
+        raise SystemExit(f"--out-dir is required for a run directory on S3 ({', '.join(remote)})")
+    return [f"{local_path(d)}/summary" for d in run_dirs]
+
+
+def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str], outs: Sequence[str] | None = None) -> int:
+    """Aggregate every run directory in one query; 0 = all written, 2 = a run had nothing measured.
+    ``outs``: each run's local output directory (default ``<run-dir>/summary``)."""
     dirs = dict(enumerate(run_dirs))
+    outs = list(outs) if outs else out_dirs(run_dirs, None)
     failures: dict[int, NoMeasuredData] = {}
-    files: dict[int, list[str]] = {}
+    run_of: dict[str, int] = {}
     input_bytes = 0
+    client = None
+    if any(is_s3(d) for d in run_dirs):
+        from .store import s3_client
+        client = s3_client()
     for run, run_dir in dirs.items():
-        sized = glob_sized(spark, worker_pattern(run_dir))
+        sized = worker_files(run_dir, client)
         if sized:
-            files[run] = [p for p, _ in sized]
+            for p, _ in sized:
+                run_of[p] = run
             input_bytes += sum(n for _, n in sized)
         else:
             failures[run] = NoMeasuredData(f"no worker files match {worker_pattern(run_dir)}")
@@ -67,21 +107,27 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str]) -> int:
     timeseries: dict[int, list[dict]] = {}
     quantiles: dict[int, list[dict]] = {}
     sweep: dict[int, list[dict]] = {}
-    summary_columns: list[str] = []
+    summary_schema = T.StructType([])
     timeseries_columns: list[str] = []
-    if files:
-        scalars, buckets = read_worker_records(spark, files)
-        scalars = scalars.cache()
-        metas = [r.asDict() for r in scalars.filter(
+    if run_of:
+        raw_scalars, raw_buckets = read_worker_records(spark, list(run_of))
+        raw_scalars = raw_scalars.cache()
+        metas = [r.asDict() for r in raw_scalars.filter(
             (F.col("record") == "meta") & F.col("phase").isin("measure", "sweep"))
-            .select("run", "file", "phase", "worker", *COMBO).collect()]
+            .select("file", "phase", "worker", *COMBO).collect()]
+        for m in metas:
+            m["run"] = run_of[file_key(m["file"])]
+        # the run of every file with a measured or sweep phase (other files drop out here)
+        runs_of_files = F.broadcast(spark.createDataFrame(
+            sorted({(m["file"], m["run"]) for m in metas}), "file string, run int"))
+        scalars = raw_scalars.join(runs_of_files, on="file", how="inner")
         groups, file_groups, group_rows = group_ids(spark, metas)
-        stats = histogram_stats(scalars, buckets, file_groups).cache()
+        stats = histogram_stats(scalars, raw_buckets, file_groups).cache()
 
         ts_df = timeseries_table(scalars, stats, groups)
         timeseries_columns = [c for c in ts_df.columns if c != "run"]
         timeseries = _by_run([r.asDict() for r in ts_df.collect()])
-        for run in files:
+        for run in sorted(set(run_of.values())):
             if run not in timeseries:
                 failures[run] = NoMeasuredData(
                     f"no interval records of phase 'measure' under {dirs[run]}/raw")
@@ -90,24 +136,23 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str]) -> int:
         if any(g["sweep"] for g in group_rows):
             sweep = _by_run([r.asDict() for r in sweep_table(scalars, stats, groups).collect()])
         if measured:
-            summary_df = summary_table(scalars, stats, groups, read_provenance(spark, measured),
-                                       read_contention(spark, measured)).filter(F.col("run").isin(list(measured)))
-            summary_df = summary_df.cache()
-            summary_columns = [c for c in summary_df.columns if c != "run"]
+            summary_df = summary_table(scalars, stats, groups, read_provenance(spark, measured, client),
+                                       read_contention(spark, measured, client)).filter(F.col("run").isin(list(measured)))
+            summary_schema = T.StructType([f for f in summary_df.schema.fields if f.name != "run"])
             summary = _by_run([r.asDict() for r in summary_df.collect()])
             qrows = [r.asDict() for r in quantiles_table(stats, groups)
                      .filter(F.col("run").isin(list(measured))).collect()]
             for q in qrows:
                 q["metric"] = METRIC_NAMES[q["metric"]]
             quantiles = _by_run(qrows)
-            write_summary_parquet(spark, summary_df, measured)
 
     rc = 0
     for run, run_dir in dirs.items():
+        out = outs[run]
         steps = sweep.get(run, [])
         if steps:
-            write_text(spark, f"{run_dir}/summary/sweep.csv", csv_text(steps, list(steps[0].keys())))
-            print(f"brokerbench aggregate: {len(steps)} sweep step rows -> {run_dir}/summary/sweep.csv")
+            write_text(f"{out}/sweep.csv", csv_text(steps, list(steps[0].keys())))
+            print(f"brokerbench aggregate: {len(steps)} sweep step rows -> {out}/sweep.csv")
         if run in failures:
             if steps:
                 print(f"brokerbench aggregate: no measured phase (sweep only): {failures[run]}")
@@ -116,8 +161,8 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str]) -> int:
             rc = 2
             continue
         rows = summary[run]
-        out = write_run_outputs(spark, run_dir, rows, summary_columns, timeseries[run], timeseries_columns,
-                                quantiles.get(run, []), ALL_PERCENTILES)
+        write_run_outputs(out, rows, summary_schema, timeseries[run], timeseries_columns,
+                          quantiles.get(run, []), ALL_PERCENTILES, spark.version)
         print(f"brokerbench aggregate: {len(rows)} summary rows, {len(timeseries[run])} interval rows -> {out}")
         print(text_table(rows))
         for r in rows:
@@ -129,14 +174,18 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Aggregate brokerbench runs (merge histograms, write summary).")
     parser.add_argument("--run-dir", required=True, action="append",
-                        help="a run directory: local path, file://, s3a:// or s3:// URI, or a glob of run directories "
-                             "(repeatable: all runs are aggregated together in one query, each run's outputs "
-                             "in its own directory)")
+                        help="a run directory: local path, file:// or s3:// (s3a://) URI, or a glob of run "
+                             "directories (repeatable: all runs are aggregated together in one query)")
+    parser.add_argument("--out-dir", action="append",
+                        help="local directory for a run's outputs, written by the driver (repeatable: one per "
+                             "--run-dir, in order; default <run-dir>/summary for a local run, required for S3)")
     args = parser.parse_args(argv)
+    run_dirs = expand_run_dirs(args.run_dir)  # each run once, in order
+    outs = out_dirs(run_dirs, args.out_dir)
 
     spark = build_session()
     spark.sparkContext.setLogLevel("WARN")
     try:
-        return aggregate_runs(spark, expand_run_dirs(spark, args.run_dir))  # each run once, in order
+        return aggregate_runs(spark, run_dirs, outs)
     finally:
         spark.stop()

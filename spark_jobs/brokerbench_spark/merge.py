@@ -9,10 +9,10 @@ phase x workload x broker x driver x variant, see :func:`group_ids`):
   summed per bucket; the only pass over the raw buckets;
 - level 1: per phase (measured) or per step (sweep), summed from level 0.
 
-Percentiles: per group the merged buckets are collected in key order and a single
-``aggregate`` over them (a JVM higher-order function, no Python on the executors) finds,
-for every percentile p, the first bucket whose cumulative count reaches
-ceil(p/100 x count) (at least 1), capped at the exact maximum; p100 is the exact maximum.
+Percentiles: per group the merged buckets are sorted by Spark's sorter (a window per
+group: running count in bucket order, the group's total) and one conditional ``min`` per
+percentile p finds the first bucket whose cumulative count reaches ceil(p/100 x count) (at
+least 1), capped at the exact maximum; p100 is the exact maximum (JVM, code-generated).
 These are the semantics of ``brokerbench.histogram.LogHistogram.percentile``.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -83,7 +83,8 @@ def merged_buckets(buckets: DataFrame, file_groups: DataFrame) -> DataFrame:
 
     The raw pairs are exploded and summed once (level 0); level 1 sums level 0's rows.
     """
-    rows = _level_key(buckets.join(F.broadcast(file_groups.drop("worker")), on=["run", "file"], how="inner"))
+    # ``buckets`` carries its file only: the file's run comes with its group
+    rows = _level_key(buckets.join(F.broadcast(file_groups.drop("worker")), on="file", how="inner"))
     pairs = (
         rows.select("gid", "index", "s",
                     F.posexplode(F.array(*[F.col(m) for m in METRIC_NAMES])).alias("metric", "h"))
@@ -105,31 +106,22 @@ def merged_buckets(buckets: DataFrame, file_groups: DataFrame) -> DataFrame:
 
 def ranked_percentiles(merged: DataFrame) -> DataFrame:
     """Per group of LEVEL_KEYS: count (Σ bucket counts) and ``r`` = the bucket key at each
-    percentile of RANKED (array; shorter when the count is 0), in one pass over the buckets."""
-    k = len(RANKED)
-    grouped = merged.groupBy(*LEVEL_KEYS).agg(
-        F.sum("n").alias("count"),
-        F.sort_array(F.collect_list(F.struct("bucket", "n"))).alias("h"),  # in bucket order
-    )
-    # rank of the value at p: ceil(p/100 x count), at least 1 (ascending with p); evaluated
-    # once per group, as part of the accumulator
-    ranks = F.array(*[F.greatest(F.lit(1), F.ceil(F.lit(p / 100.0) * F.col("count"))) for p in RANKED])
+    percentile of RANKED (array; null entries when the count is 0).
 
-    def step(acc, x):
-        cum = acc["c"] + F.coalesce(x["n"], F.lit(0).cast("long"))
-        found = F.size(acc["r"])
-        crossed = (found < k) & (cum >= F.get(acc["k"], found))
-        # every rank reached at this bucket takes its key
-        reached = F.size(F.filter(acc["k"], lambda q: q <= cum))
-        return F.struct(
-            cum.alias("c"),
-            F.when(crossed, F.concat(acc["r"], F.array_repeat(x["bucket"], reached - found)))
-            .otherwise(acc["r"]).alias("r"),
-            acc["k"].alias("k"),
-        )
-
-    start = F.struct(F.lit(0).cast("long").alias("c"), F.array().cast("array<bigint>").alias("r"), ranks.alias("k"))
-    return grouped.select(*LEVEL_KEYS, "count", F.aggregate("h", start, step, lambda acc: acc["r"]).alias("r"))
+    The merged buckets of a group are sorted by Spark's sorter (one window partition per
+    group: the running count in bucket order and the group's total); the value at p is the
+    smallest bucket whose running count reaches rank(p) = ceil(p/100 x count), at least 1,
+    one conditional ``min`` per percentile (code-generated, no collected arrays)."""
+    group = Window.partitionBy(*LEVEL_KEYS)
+    running = group.orderBy("bucket").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ranked = (merged.filter(F.col("n") > 0)  # an empty bucket never reaches a rank first
+              .withColumn("cum", F.sum("n").over(running))
+              .withColumn("total", F.sum("n").over(group)))
+    picks = []
+    for p in RANKED:
+        rank = F.greatest(F.lit(1), F.ceil(F.lit(p / 100.0) * F.col("total")))
+        picks.append(F.min(F.when(F.col("cum") >= rank, F.col("bucket"))))
+    return ranked.groupBy(*LEVEL_KEYS).agg(F.max("total").alias("count"), F.array(*picks).alias("r"))
 
 
 def histogram_scalars(scalars: DataFrame, file_groups: DataFrame) -> DataFrame:

@@ -1,6 +1,7 @@
-"""The files of ``<run-dir>/summary/``: summary.parquet (all runs in one Spark write),
-summary.csv, timeseries.csv, sweep.csv, omb/*.json (from the collected rows), and the
-plain-text table of the task log."""
+"""The files of a run's summary directory (``--out-dir``, by default ``<run-dir>/summary``):
+summary.parquet, summary.csv, timeseries.csv, sweep.csv, omb/*.json, all written by the
+driver from the collected rows into a local directory (no executor writes anything), and
+the plain-text table of the task log."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ import csv
 import io
 import json
 import math
-import re
+import os
 import uuid
 from typing import Any, Iterable, Sequence
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .merge import pct_col
-from .reading import hadoop_path, write_text
 from .schema import COMBO, METRICS
+
+#: the key under which Spark keeps its schema in a Parquet footer
+SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
 
 # -- OMB result documents ----------------------------------------------------------------
 
@@ -123,58 +125,74 @@ def text_table(rows: Iterable[dict], columns: Sequence[str] = TEXT_COLUMNS) -> s
     return "\n".join(lines)
 
 
-# -- summary.parquet of every run: one write, then each run's file moved into place -------
+# -- files ------------------------------------------------------------------------------
 
 
-def write_summary_parquet(spark: SparkSession, summary: DataFrame, run_dirs: dict[int, str]) -> None:
-    """``<run-dir>/summary/summary.parquet`` (a Spark parquet dataset: one part file and
-    ``_SUCCESS``) of every run in ``run_dirs``, in one Spark job per file system.
-
-    The rows of all runs are written once, partitioned by ``run``, to a staging directory
-    beside the first run's summary (same file system), then each run's part file is moved
-    to its run (replacing an earlier summary.parquet), as ``mode("overwrite")`` per run
-    would leave it. The part file holds the summary's columns without ``run``, in order.
-    """
-    by_fs: dict[str, list[int]] = {}
-    for run, run_dir in sorted(run_dirs.items()):
-        _, fs = hadoop_path(spark, run_dir)
-        by_fs.setdefault(str(fs.getUri()), []).append(run)
-    for runs in by_fs.values():
-        staging = f"{run_dirs[runs[0]]}/summary/_summary_staging_{uuid.uuid4().hex}"
-        (summary.filter(F.col("run").isin(runs))
-         .coalesce(1).sortWithinPartitions("run", *COMBO)
-         .write.mode("overwrite").partitionBy("run").parquet(staging))
-        staging_path, fs = hadoop_path(spark, staging)
-        jvm = spark.sparkContext._jvm
-        try:
-            for run in runs:
-                target, _ = hadoop_path(spark, f"{run_dirs[run]}/summary/summary.parquet")
-                fs.delete(target, True)
-                fs.mkdirs(target)
-                part = jvm.org.apache.hadoop.fs.Path(staging_path, f"run={run}")
-                for status in fs.listStatus(part):  # a checksum file (local FS) moves with its file
-                    src = status.getPath()
-                    # part-00000-<uuid>.c000.snappy.parquet (partitioned write) -> the unpartitioned name
-                    name = re.sub(r"^(part-\d+-[0-9a-f-]+)\.(c\d+)", r"\1-\2", src.getName())
-                    if not fs.rename(src, jvm.org.apache.hadoop.fs.Path(target, name)):
-                        raise RuntimeError(f"could not move {src} to {target}")
-                fs.create(jvm.org.apache.hadoop.fs.Path(target, "_SUCCESS"), True).close()
-        finally:
-            fs.delete(staging_path, True)
+def write_text(path: str, text: str) -> None:
+    """A small text file on the driver's disk (directories made as needed)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
 
 
-def write_run_outputs(spark: SparkSession, run_dir: str, summary: list[dict], summary_columns: Sequence[str],
+def arrow_type(dtype: T.DataType):
+    import pyarrow as pa
+
+    simple = {T.StringType: pa.string(), T.LongType: pa.int64(), T.IntegerType: pa.int32(),
+              T.DoubleType: pa.float64(), T.FloatType: pa.float32(), T.BooleanType: pa.bool_(),
+              T.ShortType: pa.int16(), T.ByteType: pa.int8(), T.DateType: pa.date32(),
+              T.TimestampType: pa.timestamp("us", tz="UTC")}
+    for cls, arrow in simple.items():
+        if isinstance(dtype, cls):
+            return arrow
+    if isinstance(dtype, T.ArrayType):
+        return pa.list_(arrow_type(dtype.elementType))
+    if isinstance(dtype, T.StructType):
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in dtype.fields])
+    raise TypeError(f"no Arrow type for {dtype}")
+
+
+def write_parquet_dataset(out_dir: str, rows: list[dict], schema: T.StructType, spark_version: str) -> str:
+    """``out_dir`` as Spark writes a one-file Parquet dataset (``part-00000-<uuid>-c000.snappy.parquet``
+    and ``_SUCCESS``), written with pyarrow from the collected rows: the columns of ``schema``
+    in order, its types and nullability, and Spark's schema in the footer (so Spark reads the
+    file back with the same schema). An earlier ``out_dir`` is replaced."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = pa.schema([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in schema.fields],
+                      metadata={"org.apache.spark.version": spark_version, SPARK_SCHEMA_KEY: schema.json()})
+    table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema.fields} for r in rows], schema=arrow)
+    tmp = f"{out_dir.rstrip('/')}._tmp_{uuid.uuid4().hex}"
+    os.makedirs(tmp)
+    try:
+        pq.write_table(table, os.path.join(tmp, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"),
+                       compression="snappy")
+        open(os.path.join(tmp, "_SUCCESS"), "w").close()
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def write_run_outputs(out: str, summary: list[dict], summary_schema: T.StructType,
                       timeseries: list[dict], timeseries_columns: Sequence[str], quantiles: list[dict],
-                      quantile_pcts: Sequence[float]) -> str:
-    """summary.csv, timeseries.csv and omb/*.json of one run (rows without ``run``)."""
-    out = f"{run_dir.rstrip('/')}/summary"
-    write_text(spark, f"{out}/summary.csv", csv_text(summary, summary_columns))
-    write_text(spark, f"{out}/timeseries.csv", csv_text(timeseries, timeseries_columns))
+                      quantile_pcts: Sequence[float], spark_version: str) -> str:
+    """summary.parquet, summary.csv, timeseries.csv and omb/*.json of one run (rows without
+    ``run``) into the local directory ``out``."""
+    out = out.rstrip("/")
+    summary_columns = [f.name for f in summary_schema.fields]
+    write_parquet_dataset(f"{out}/summary.parquet", summary, summary_schema, spark_version)
+    write_text(f"{out}/summary.csv", csv_text(summary, summary_columns))
+    write_text(f"{out}/timeseries.csv", csv_text(timeseries, timeseries_columns))
     for row in summary:
         key = tuple(row[k] for k in COMBO)
         series = [s for s in timeseries if tuple(s[k] for k in COMBO) == key]
         combo_quantiles = [q for q in quantiles if tuple(q[k] for k in COMBO) == key]
         doc = omb_document(row, series, combo_quantiles, quantile_pcts)
         name = f"{row['workload']}__{row['driver']}__{row['variant']}.json"
-        write_text(spark, f"{out}/omb/{name}", json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        write_text(f"{out}/omb/{name}", json.dumps(doc, indent=2, sort_keys=False) + "\n")
     return out

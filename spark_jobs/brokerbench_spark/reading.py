@@ -1,138 +1,168 @@
-"""File system helpers and the readers: every run of an invocation is one DataFrame
-with the run's number (``run``, its position in the command line) as a column."""
+"""The readers: every run of an invocation is one DataFrame, read in one pass over all runs'
+files; records carry their ``file`` (the run's number, ``run``, is joined on by the caller from
+the files it listed, see :func:`file_runs`). Local files are read by Spark's JSON reader,
+S3 objects fetched by the executors with boto3 (store.py)."""
 
 from __future__ import annotations
 
-import os
-from functools import reduce
 from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .schema import FOREIGN_CPU_LIMIT_PERCENT, PHASE, PROVENANCE, RECORD_BUCKETS, RECORD_SCALARS
+from .store import is_s3, list_files, read_text, s3_lines, spark_file_path
 
-# -- file system helpers (local paths and any Hadoop file system) -------------------
-
-
-def _is_local(uri: str) -> bool:
-    return "://" not in uri or uri.startswith("file://")
-
-
-def _local_path(uri: str) -> str:
-    return uri[len("file://"):] if uri.startswith("file://") else uri
+WORKER_PATTERN = "raw/*/*/*/*/*.jsonl"
+LINES = T.StructType([T.StructField("file", T.StringType()), T.StructField("value", T.StringType())])
+#: S3 objects per fetch task, at most (more tasks than this many per core: smaller tasks)
+OBJECTS_PER_TASK = 8
 
 
-def hadoop_path(spark: SparkSession, uri: str):
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-
-
-def glob_sized(spark: SparkSession, pattern: str) -> list[tuple[str, int]]:
-    """The files a glob matches with their sizes in bytes (sorted by URI; empty when none)."""
-    path, fs = hadoop_path(spark, pattern)
-    statuses = fs.globStatus(path)
-    if statuses is None:
-        return []
-    return sorted((str(s.getPath().toString()), int(s.getLen())) for s in statuses if s.isFile())
-
-
-GLOB_CHARS = set("*?[{")
-
-
-def expand_run_dirs(spark: SparkSession, args: Sequence[str], unique: bool = True) -> list[str]:
-    """The run directories of the command line, in order (``unique``: each once): an argument
-    with glob characters (``*?[{``) stands for the directories it matches (sorted); one that
-    matches nothing is kept as it is (and reported by the job as a run without data)."""
-    out: list[str] = []
-    for arg in args:
-        arg = arg.rstrip("/")
-        if GLOB_CHARS & set(arg):
-            path, fs = hadoop_path(spark, arg)
-            statuses = fs.globStatus(path) or []
-            matches = sorted(str(st.getPath().toUri().getPath()) if "://" not in arg  # a plain local path
-                             else str(st.getPath().toString())
-                             for st in statuses if st.isDirectory())
-            out.extend(matches or [arg])
-        else:
-            out.append(arg)
-    return list(dict.fromkeys(out)) if unique else out
-
-
-def glob_files(spark: SparkSession, pattern: str) -> list[str]:
-    """The files a glob matches (sorted URIs; empty when none)."""
-    return [p for p, _ in glob_sized(spark, pattern)]
-
-
-def write_text(spark: SparkSession, uri: str, text: str) -> None:
-    """Write a small text file: plain Python for local paths, Hadoop FS otherwise."""
-    if _is_local(uri):
-        local = _local_path(uri)
-        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
-        with open(local, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        return
-    path, fs = hadoop_path(spark, uri)
-    out = fs.create(path, True)
-    try:
-        out.write(bytearray(text.encode("utf-8")))
-    finally:
-        out.close()
+def worker_files(run_dir: str, client=None) -> list[tuple[str, int]]:
+    """(URI, bytes) of the run's worker files: local absolute paths or s3:// URIs, sorted."""
+    return list_files(run_dir, WORKER_PATTERN, client)
 
 
 def worker_pattern(run_dir: str) -> str:
-    return f"{run_dir}/raw/*/*/*/*/*.jsonl"
+    return f"{run_dir}/{WORKER_PATTERN}"
 
 
-def _union(frames: list[DataFrame]) -> DataFrame:
-    return reduce(DataFrame.union, frames)
+def file_key(spark_file: str) -> str:
+    """The ``file`` of a record (as Spark reports a local file, or the s3:// URI) as listed on the driver."""
+    return spark_file if is_s3(spark_file) else spark_file_path(spark_file)
 
 
-def _json(spark: SparkSession, schema, paths: list[str], run: int, multiline: bool = False) -> DataFrame:
-    reader = spark.read.schema(schema)
-    reader = reader.option("multiLine", True) if multiline else reader.option("mode", "PERMISSIVE")
-    return reader.json(paths).withColumn("file", F.input_file_name()).withColumn("run", F.lit(run))
+def _s3_records(spark: SparkSession, uris: list[str], schema: T.StructType) -> DataFrame:
+    sc = spark.sparkContext
+    slices = max(1, min(len(uris), max(sc.defaultParallelism * 4, -(-len(uris) // OBJECTS_PER_TASK))))
+    rdd = sc.parallelize(uris, slices).mapPartitions(lambda part: s3_lines(list(part)))
+    lines = spark.createDataFrame(rdd, LINES)
+    parsed = F.from_json("value", schema, {"mode": "PERMISSIVE"})
+    return lines.select("file", parsed.alias("r")).select("file", *[F.col(f"r.{f.name}") for f in schema.fields])
+
+
+def _records(spark: SparkSession, files: Sequence[str], schema: T.StructType) -> DataFrame:
+    """Every line of ``files`` (local paths and s3:// URIs) parsed with ``schema``, plus ``file``.
+    A line cut short by a killed worker is an all-null row (PERMISSIVE: its ``record`` is null)."""
+    local = [f for f in files if not is_s3(f)]
+    remote = [f for f in files if is_s3(f)]
+    frames = []
+    if local:
+        frames.append(spark.read.schema(schema).option("mode", "PERMISSIVE").json(local)
+                      .select(*[F.col(f.name) for f in schema.fields], F.col("_metadata.file_path").alias("file")))
+    if remote:
+        frames.append(_s3_records(spark, remote, schema).select(*[f.name for f in schema.fields], "file"))
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
 # -- worker files --------------------------------------------------------------------
 
 
-def read_worker_records(spark: SparkSession, files: dict[int, list[str]]) -> tuple[DataFrame, DataFrame]:
-    """The worker records of every run, as two scans of the same files.
+def read_worker_records(spark: SparkSession, files: Sequence[str]) -> tuple[DataFrame, DataFrame]:
+    """The worker records of every run, as two scans of the same files (one read for all runs).
 
-    ``files``: run number -> the run's worker files (at least one run). Returns
-    (scalars, buckets): ``scalars`` has every field of every record but the
-    histograms' bucket arrays (one small row per line: meta, interval and end
-    records); ``buckets`` has the interval records' bucket arrays with their
-    index and step. Both carry ``file`` (the file the record came from) and
-    ``run``. A line cut short by a killed worker is dropped (PERMISSIVE: an
-    all-null row, whose ``record`` is null).
+    Returns (scalars, buckets): ``scalars`` has every field of every record but the
+    histograms' bucket arrays (one small row per line: meta, interval and end records);
+    ``buckets`` has the interval records' bucket arrays with their index and step. Both
+    carry ``file`` as Spark reports it (map it with :func:`file_key`).
     """
-    runs = sorted(files)
-    scalars = _union([_json(spark, RECORD_SCALARS, files[r], r) for r in runs])
-    buckets = _union([
-        _json(spark, RECORD_BUCKETS, files[r], r).filter(F.col("record") == "interval").drop("record")
-        for r in runs
-    ])
+    scalars = _records(spark, files, RECORD_SCALARS)
+    buckets = _records(spark, files, RECORD_BUCKETS).filter(F.col("record") == "interval").drop("record")
     return scalars, buckets
+
+
+def _value_end(text: str, i: int) -> int:
+    """The index after the JSON value that starts at ``text[i]`` (no validation)."""
+    if text[i] == '"':
+        i += 1
+        while text[i] != '"':
+            i += 2 if text[i] == "\\" else 1
+        return i + 1
+    if text[i] in "{[":
+        depth = 0
+        while True:
+            c = text[i]
+            if c == '"':
+                i = _value_end(text, i)
+                continue
+            if c in "{[":
+                depth += 1
+            elif c in "}]":
+                depth -= 1
+                if depth == 0:
+                    return i + 1
+            i += 1
+    while i < len(text) and text[i] not in ",}] \t\r\n":
+        i += 1
+    return i
+
+
+def raw_member(text: str, path: Sequence[str]) -> str | None:
+    """The raw text of the object or array at ``path`` (keys of nested objects) in a JSON
+    document, as Spark's multi-line JSON reader gives an object read into a string column
+    (the input's characters from the opening to the closing bracket); None when the value is
+    missing, not an object or array, or the text is no JSON."""
+    import json
+
+    decoder = json.JSONDecoder()
+    try:
+        i = 0
+        for depth, key in enumerate(path):
+            while text[i].isspace():
+                i += 1
+            if text[i] != "{":
+                return None
+            i += 1
+            found = False
+            while True:
+                while text[i] in " \t\r\n,":
+                    i += 1
+                if text[i] == "}":
+                    return None
+                name, i = decoder.raw_decode(text, i)
+                while text[i] in " \t\r\n:":
+                    i += 1
+                if name == key:
+                    found = True
+                    break
+                i = _value_end(text, i)
+            if not found:
+                return None
+        return text[i:_value_end(text, i)] if text[i] in "{[" else None
+    except (IndexError, ValueError):
+        return None
+
+
+def _small_json(spark: SparkSession, run_dirs: dict[int, str], pattern: str, schema: T.StructType,
+                client=None, raw: Sequence[str] | None = None) -> DataFrame | None:
+    """Small JSON documents (one per file) read on the driver: (run, file, the schema's columns)
+    and, with ``raw`` (a path of keys), ``raw`` = the raw text of that object (:func:`raw_member`)."""
+    rows = []
+    for run, run_dir in sorted(run_dirs.items()):
+        for uri, _ in list_files(run_dir, pattern, client):
+            text = read_text(uri, client)
+            if text is not None:
+                rows.append((run, uri, text, raw_member(text, raw) if raw else None))
+    if not rows:
+        return None
+    docs = spark.createDataFrame(rows, "run int, file string, text string, raw string")
+    parsed = F.from_json("text", schema, {"mode": "PERMISSIVE"})
+    return docs.select("run", "file", "raw", parsed.alias("d")).select("run", "file", "raw", "d.*")
 
 
 # -- provenance and host metrics ------------------------------------------------------
 
 
-def read_provenance(spark: SparkSession, run_dirs: dict[int, str]) -> DataFrame | None:
+def read_provenance(spark: SparkSession, run_dirs: dict[int, str], client=None) -> DataFrame | None:
     """provenance/<broker>__<variant>.json of every run as (run, broker, variant, provenance columns);
     None when no run has such a file."""
-    frames = []
-    for run, run_dir in sorted(run_dirs.items()):
-        paths = glob_files(spark, f"{run_dir}/provenance/*__*.json")
-        if paths:
-            frames.append(_json(spark, PROVENANCE, paths, run, multiline=True))
-    if not frames:
+    docs = _small_json(spark, run_dirs, "provenance/*__*.json", PROVENANCE, client, raw=("durability", "settings"))
+    if docs is None:
         return None
     name = r"([^/]+?)__([^/]+)\.json$"
-    return _union(frames).select(
+    return docs.select(
         "run",
         F.regexp_extract("file", name, 1).alias("broker"),
         F.regexp_extract("file", name, 2).alias("variant"),
@@ -141,7 +171,9 @@ def read_provenance(spark: SparkSession, run_dirs: dict[int, str]) -> DataFrame 
         F.col("durability.honoured").alias("durability_honoured"),
         F.col("durability.note").alias("durability_note"),
         # compact the JSON text of the settings object onto one line
-        F.regexp_replace(F.col("durability.settings"), r"\s*\n\s*", " ").alias("durability_settings"),
+        # an object's JSON text as in the file (from_json would re-serialise it compactly)
+        F.regexp_replace(F.coalesce(F.col("raw"), F.col("durability.settings")), r"\s*\n\s*", " ")
+        .alias("durability_settings"),
     )
 
 
@@ -155,19 +187,15 @@ def _pct(col: str) -> F.Column:
     return F.format_number(F.col(col), 1)
 
 
-def read_contention(spark: SparkSession, run_dirs: dict[int, str]) -> DataFrame | None:
+def read_contention(spark: SparkSession, run_dirs: dict[int, str], client=None) -> DataFrame | None:
     """Contention reasons per run and measured phase: (run, label, contention array<string>,
     host_foreign_cpu_mean_percent), from provenance/phases/*.json (host metrics of every host
     during the phase); None when no run has such files."""
-    frames = []
-    for run, run_dir in sorted(run_dirs.items()):
-        paths = glob_files(spark, f"{run_dir}/provenance/phases/*.json")
-        if paths:
-            frames.append(_json(spark, PHASE, paths, run, multiline=True))
-    if not frames:
+    docs = _small_json(spark, run_dirs, "provenance/phases/*.json", PHASE, client)
+    if docs is None:
         return None
     hosts = (
-        _union(frames)
+        docs
         .filter((F.col("phase") == "measure") & F.col("hosts").isNotNull())
         .select("run", "label", F.explode("hosts").alias("host", "h"))
     )
