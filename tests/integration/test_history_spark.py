@@ -146,3 +146,16 @@ def test_status_and_reasons_kept_and_invalid_rows_never_a_baseline(store):
                      run_ts="2026-11-22T00:00:00+00:00")
     p99 = next(v for v in verdicts_for_run([later], rows) if v.metric == "publish_latency_p99_ms")
     assert p99.baseline_runs == [a[0]["run_key"]] and "1 earlier run(s) of this track not ok" in p99.evidence
+
+
+def test_manifest_lists_exactly_the_run_files(store):
+    import json
+
+    history: Path = store["history"]
+    key = run_key("brokerbench_nightly", "scheduled__2026-11-20T00:00:00+00:00")
+    manifest = json.loads((history / "_manifests" / f"{key}.json").read_text())
+    assert manifest["run_key"] == key and manifest["history_root"] == str(history) and manifest["rows"] == 2
+    on_disk = sorted(p.relative_to(history).as_posix() for p in history.rglob(f"run_key={key}/*.parquet"))
+    assert sorted(manifest["files"]) == on_disk and len(on_disk) == 2
+    assert sorted(manifest["partitions"]) == sorted(f.rsplit("/", 1)[0] for f in on_disk)
+    assert f"manifest {history / '_manifests' / (key + '.json')}" in store["second"].stdout
