@@ -19,7 +19,7 @@ export BROKERBENCH_RESULTS_ROOT          ?= $(CURDIR)/results
 export SPARK_LOCAL_IP                    := 127.0.0.1
 export PATH                              := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup bench test test-fast test-unit test-deployment bench-harness clean
+.PHONY: setup bench test test-fast test-unit test-deployment lint bench-harness clean
 
 setup:
 	@include/infra/local/bootstrap.sh $(VENV)
@@ -32,9 +32,17 @@ bench: setup
 test: setup
 	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-## Fast feedback (a few minutes): only tests that need no broker, Spark or Airflow run.
+## Fast feedback (under 3 minutes): only tests that need no broker, Spark or Airflow scheduler. The markers
+## integration, e2e and deployment are set by directory (tests/conftest.py), so this is also
+## `pytest -m "not integration and not e2e and not deployment"`.
 test-fast test-unit: setup
-	@$(VENV)/bin/python -m pytest tests/unit $(PYTEST_ARGS)
+	@$(VENV)/bin/python -m pytest tests/unit -m "not integration and not e2e and not deployment" $(PYTEST_ARGS)
+
+## Lint and type checks: ruff (pyflakes, pycodestyle, import order) on the tree, mypy on the typed
+## layers (specs, worker, pipeline); both configured in pyproject.toml.
+lint: setup
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/mypy
 
 ## The deployment test alone: PostgreSQL, api-server, scheduler, dag-processor, triggerer, REST API, Chromium.
 test-deployment: setup

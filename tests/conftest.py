@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 _defaults = {
     "AIRFLOW_HOME": str(ROOT / ".airflow"),
@@ -23,3 +25,20 @@ for k, v in _defaults.items():
     os.environ.setdefault(k, v)
 # the venv's bin (spark-submit, airflow) first on PATH, as `make` arranges
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+#: the marker every test under a directory gets (pytest -m "not integration and not e2e and not deployment"
+#: is what `make test-fast` runs: no broker, Spark or Airflow scheduler)
+DIRECTORY_MARKERS = {"integration": "integration", "e2e": "e2e", "deploy": "deployment"}
+
+
+def pytest_collection_modifyitems(config, items):
+    tests_dir = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            top = Path(str(item.fspath)).resolve().relative_to(tests_dir).parts[0]
+        except (ValueError, IndexError):
+            continue
+        marker = DIRECTORY_MARKERS.get(top)
+        if marker:
+            item.add_marker(getattr(pytest.mark, marker))

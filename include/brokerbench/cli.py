@@ -390,7 +390,7 @@ def _cmd_bench(args) -> int:
     if rc:
         failed = scan.failed_tasks()
         if failed:
-            print(f"brokerbench: the run failed; failed task(s):", file=sys.stderr)
+            print("brokerbench: the run failed; failed task(s):", file=sys.stderr)
             for task, error in failed.items():
                 print(f"  {task}: {_shorten(error) or '(no exception in the output)'}", file=sys.stderr)
         else:

@@ -170,10 +170,9 @@ def failed_task_ids(context: dict) -> list[str]:
 
 
 def _task_states_from_db(dag_id: str, run_id: str) -> dict[str, str]:
-    from sqlalchemy import select
-
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
         rows = session.execute(select(TaskInstance.task_id, TaskInstance.state).where(

@@ -566,7 +566,8 @@ def history_root(ctx: RunContext) -> str:
 
 def write_run_meta(ctx: RunContext, run_type: str | None, run_ts: str) -> dict[str, Any]:
     """summary/run_meta.json: the run's identity for the history job."""
-    from brokerbench.history import run_meta, write_run_meta as write
+    from brokerbench.history import run_meta
+    from brokerbench.history import write_run_meta as write
 
     plan = ctx.plan() if ctx.plan_path.exists() else None
     meta = run_meta(ctx.dag_id, ctx.run_id, run_type, run_ts,
@@ -630,7 +631,8 @@ def compare(results_root: str, out_name: str, environment: str | None = None,
     """
     import shutil
 
-    from brokerbench.history import history_root as root, read_history
+    from brokerbench.history import history_root as root
+    from brokerbench.history import read_history
     from brokerbench.report.compare import build_comparison, text_summary
     from brokerbench.storage import staging_root, synced
 

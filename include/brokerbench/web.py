@@ -325,11 +325,10 @@ def _index_html(title: str, files: list[tuple[str, int]], query: str) -> str:
 def _auth_dependencies():
     """FastAPI dependencies of Airflow's own authentication (imported only inside the api-server):
     (any authenticated user, a user allowed to read the runs of the path's DAG)."""
-    from fastapi import Depends, HTTPException, Request
-
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
     from airflow.api_fastapi.core_api.security import get_user
+    from fastapi import Depends, HTTPException, Request
 
     def authenticated(user=Depends(get_user)) -> None:
         return None

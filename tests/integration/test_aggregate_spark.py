@@ -22,7 +22,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import (  # noqa: E402
-    build_synthetic_run, default_meta, host_summary, write_sweep_run, write_worker_file,
+    build_synthetic_run,
+    default_meta,
+    host_summary,
+    write_sweep_run,
+    write_worker_file,
 )
 
 from brokerbench.histogram import LogHistogram  # noqa: E402

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from aws_fixtures import (  # noqa: F401,E402
-    aws_settings, ec2_client, instances_in_state, moto_ami, moto_server, sshd)
+from aws_fixtures import aws_settings, ec2_client, instances_in_state, moto_ami, moto_server, sshd  # noqa: F401,E402
 
 RUN = "brokerbench_test/manual__aws"
 

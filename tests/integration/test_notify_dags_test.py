@@ -17,7 +17,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 

@@ -9,8 +9,21 @@ import pytest
 import yaml
 
 from brokerbench.spec import (
-    SPEC_ROOT, DriverSpec, Plan, SpecError, Workload, apply_variant, build_plan, list_drivers,
-    list_suites, list_variants, list_workloads, load_driver, load_suite, load_variant, load_workload,
+    SPEC_ROOT,
+    DriverSpec,
+    Plan,
+    SpecError,
+    Workload,
+    apply_variant,
+    build_plan,
+    list_drivers,
+    list_suites,
+    list_variants,
+    list_workloads,
+    load_driver,
+    load_suite,
+    load_variant,
+    load_workload,
 )
 
 KAFKA_CLASS = "io.openmessaging.benchmark.driver.kafka.KafkaBenchmarkDriver"

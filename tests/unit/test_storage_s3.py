@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from fixtures_results import history_row, write_history_rows
 
 from brokerbench import pipeline
 from brokerbench.pipeline import RunContext
-from fixtures_results import history_row, write_history_rows
 from tests.aws_fixtures import moto_server, s3_client  # noqa: F401 - a fixture
 
 BUCKET = "bench-results"

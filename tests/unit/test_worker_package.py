@@ -7,8 +7,8 @@ import zipfile
 
 import pytest
 
-from brokerbench.environments.base import EnvironmentError_
 from brokerbench.environments.aws.worker_package import build_wheel, source_id, source_root, worker_package
+from brokerbench.environments.base import EnvironmentError_
 
 
 def test_the_wheel_holds_the_package_and_is_reused_while_the_sources_are_unchanged(tmp_path):

@@ -41,9 +41,9 @@ import os
 import signal
 import socket
 import subprocess
-from pathlib import Path
 import sys
 import time
+from pathlib import Path
 from typing import Any, Iterable
 
 MB = 1e6
@@ -277,8 +277,9 @@ def start(state_dir: str, out: str, host: str, interval: float,
     ``own_pids``: processes that belong to the run without carrying its
     marker (default: the caller and its ancestors, i.e. the task that
     starts the phase)."""
-    from brokerbench.environments.processes import MARKER_BROKER, MARKER_STATE, process_entry, record_processes
     import psutil
+
+    from brokerbench.environments.processes import MARKER_BROKER, MARKER_STATE, process_entry, record_processes
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(state_dir).mkdir(parents=True, exist_ok=True)

@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import brokerbench
-
 from brokerbench.regression import METRICS, split_status, track_changes, validity_rules, verdict_class
 
 from .charts import line_chart_png, quantile_chart_png, series_by_combo, track_panels_png
-
 from .data import RunData, column_label, column_unit, load_run
 
 #: the compact results table (full table below it has every column)

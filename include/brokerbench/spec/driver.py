@@ -14,8 +14,16 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError,
-                      field_validator, model_serializer, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from .common import SUPPORTED_BROKERS, read_yaml, resolve
 from .errors import FieldValueError, from_validation_error
@@ -172,7 +180,7 @@ class DriverSpec(BaseModel):
                 raise FieldValueError("driverClass", f"cannot tell the broker from {self.driver_class!r}; "
                                       f"supported brokers: {', '.join(SUPPORTED_BROKERS)} "
                                       "(name one with 'broker:' if the class is a custom one)")
-            self.broker = derived
+            self.broker = derived  # type: ignore[assignment]  # one of SUPPORTED_BROKERS
         elif derived is not None and derived != self.broker:
             raise FieldValueError("broker", f"{self.broker!r} contradicts driverClass "
                                   f"{self.driver_class!r}, which is a {derived} driver")

@@ -121,4 +121,4 @@ def from_validation_error(exc: ValidationError, file: str | os.PathLike[str] | N
         field = ".".join(p for p in (field, inner.field) if p)
     if prefix:
         field = f"{prefix}.{field}" if field else prefix
-    return SpecError(_describe(error), file=file, field=field or None)
+    return SpecError(_describe(dict(error)), file=file, field=field or None)

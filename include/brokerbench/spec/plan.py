@@ -184,7 +184,7 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
                                     f"{workload.id!r} has {workload.partitions_per_topic} (use DIRECT or TOPIC)",
                                     file=file, field=f"brokers.{broker}")
                 items.append(PlanItem(
-                    workload=workload, driver=applied, broker=broker, variant=variant.name,
+                    workload=workload, driver=applied, broker=broker, variant=variant.name,  # type: ignore[arg-type]
                     variant_description=variant.description, durability_level=variant.durability_level,
                     driver_overrides=section.driver_overrides, broker_settings=section.broker_settings))
 

@@ -86,7 +86,7 @@ def _reference(kind: str, name: str, loader, file: Path | None, field: str):
     try:
         return loader(name)
     except MissingFileError as e:
-        raise SpecError(f"{kind} {name!r} not found ({display_path(e.file)})", file=file, field=field) from None
+        raise SpecError(f"{kind} {name!r} not found ({display_path(e.file or name)})", file=file, field=field) from None
     except SpecError as e:
         raise SpecError(f"{kind} {name!r} is invalid: {e}", file=file, field=field) from None
 

@@ -103,7 +103,7 @@ def apply_variant(driver: DriverSpec, variant: Variant) -> DriverSpec:
     A merged driver that is invalid is a SpecError naming the variant's file and
     the field as ``<broker>.driver.<field>``.
     """
-    overrides = variant.for_broker(driver.broker).driver_overrides
+    overrides = variant.for_broker(driver.broker or "").driver_overrides
     if not overrides:
         return driver.model_copy(deep=True)
     merged = deep_merge(driver.to_mapping(), overrides)

@@ -84,7 +84,7 @@ class Workload(BaseModel):
     def _check_payload(self, base_dir: str | os.PathLike[str] | None) -> None:
         """Resolve payloadFile (when not yet resolved) and check its size."""
         if self.payload_path is None:
-            relative = Path(self.payload_file)
+            relative = Path(self.payload_file or "")
             candidates = [relative] if relative.is_absolute() else [
                 *([Path(base_dir) / relative] if base_dir else []),
                 spec_root() / "payload" / relative,
@@ -107,7 +107,7 @@ class Workload(BaseModel):
         """The workload as an OMB workload mapping (camelCase keys, unset options left out)."""
         return self.model_dump(by_alias=True, exclude_none=True, exclude={"id", "payload_path"})
 
-    def with_overrides(self, overrides: dict[str, Any], file: str | None = None,
+    def with_overrides(self, overrides: dict[str, Any], file: str | os.PathLike[str] | None = None,
                        field_prefix: str | None = None) -> "Workload":
         """A new validated Workload with ``overrides`` (OMB or attribute names) applied.
 
@@ -129,7 +129,7 @@ _ALIASES = {name: (f.alias or name) for name, f in Workload.model_fields.items()
 OVERRIDABLE_KEYS = sorted(set(_ALIASES.values()) - {"id", "name", "payload_path"})
 
 
-def normalize_workload_keys(overrides: dict[str, Any], file: str | None = None,
+def normalize_workload_keys(overrides: dict[str, Any], file: str | os.PathLike[str] | None = None,
                             field_prefix: str | None = None) -> dict[str, Any]:
     """``overrides`` with attribute names turned into OMB keys; unknown keys are a SpecError."""
     out = {}

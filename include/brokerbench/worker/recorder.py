@@ -141,6 +141,7 @@ class IntervalWriter:
 
     def _loop(self) -> None:
         period_ns = int(self.interval_s * 1e9)
+        assert self._interval_start_ns is not None, "start() sets the first interval's start"
         next_end = self._interval_start_ns + period_ns
         stop = self._stop
         while not stop.is_set():

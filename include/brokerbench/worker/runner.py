@@ -187,7 +187,7 @@ class _Phase:
             if len(subs) < 2:
                 raise WorkerError("a mixed workload needs subscriptionsPerTopic >= 2: "
                                   "tailing subscriptions plus the last one, which catches up")
-            self.catchup_sub = f"{subs[-1]}-catchup-{job['phase']}"
+            self.catchup_sub: str | None = f"{subs[-1]}-catchup-{job['phase']}"
             subs = subs[:-1]
         else:
             self.catchup_sub = None
@@ -231,7 +231,7 @@ class _Phase:
         self.consumers: list = []
         self.catchup_consumers: list = []
         self.producers: list = []
-        self.driver = None
+        self.driver: Any = None
 
     # -- helpers -----------------------------------------------------------------
     def say(self, text: str) -> None:
@@ -514,7 +514,7 @@ class _Phase:
         t = self.writer.totals
         if self.kind == "throughput-sweep":
             target, achieved = getattr(self, "sweep_target", None), getattr(self, "sweep_achieved", None)
-            delay_p99 = getattr(self, "sweep_delay", None)
+            delay_p99: Any = getattr(self, "sweep_delay", None)
         else:
             target = None if math.isinf(self.rate) else (self.rate if self.producers else 0)
             achieved = round(t["acked"] / self.load_s, 1) if self.producers and self.load_s else (

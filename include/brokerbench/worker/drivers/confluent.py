@@ -17,14 +17,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from importlib.metadata import version
 from typing import Any
 
-from importlib.metadata import version
-
-from confluent_kafka import Consumer as CKConsumer, KafkaException, Producer as CKProducer
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaException
+from confluent_kafka import Producer as CKProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from brokerbench.worker.drivers.base import Consumer, FlagPausedConsumer, Driver, PayloadHandler, Producer, parse_properties
+from brokerbench.worker.drivers.base import (
+    Consumer,
+    Driver,
+    FlagPausedConsumer,
+    PayloadHandler,
+    Producer,
+    parse_properties,
+)
 
 log = logging.getLogger("brokerbench.worker")
 
@@ -77,7 +85,7 @@ class _CKProducer(Producer):
             self._rec.error(err)
 
     def send(self, payload: bytes, key: bytes | None, send_ns: int) -> None:
-        self.fast_send(payload, key)
+        self.fast_send(payload, key)  # type: ignore[misc]  # set in __init__
 
     def idle(self, seconds: float) -> None:
         # serve delivery reports, then sleep (poll's ms timeout would spin on sub-ms waits)
@@ -128,7 +136,7 @@ class _CKConsumer(FlagPausedConsumer):
             handle = self.on_payload
             for m in msgs:
                 if m.error() is None:
-                    handle(m.value())
+                    handle(m.value())  # type: ignore[arg-type]  # no error: a payload
 
     def close(self) -> None:
         self._stop.set()

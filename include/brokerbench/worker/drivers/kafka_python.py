@@ -11,7 +11,14 @@ from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, Ka
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from brokerbench.worker.drivers.base import Consumer, FlagPausedConsumer, Driver, PayloadHandler, Producer, parse_properties
+from brokerbench.worker.drivers.base import (
+    Consumer,
+    Driver,
+    FlagPausedConsumer,
+    PayloadHandler,
+    Producer,
+    parse_properties,
+)
 
 # Java client property -> kafka-python keyword, for the settings that matter.
 _PRODUCER_KEYS = {
@@ -151,5 +158,5 @@ class KafkaPythonDriver(Driver):
                 pass
 
         c.subscribe([topic], listener=_PauseOnAssign())
-        consumer.__init__(c, on_payload, paused)
+        consumer.__init__(c, on_payload, paused)  # type: ignore[misc]  # built with __new__ above
         return consumer

@@ -30,7 +30,7 @@ from typing import Any
 import pika
 from pika.spec import Basic
 
-from brokerbench.worker.drivers.base import Consumer, FlagPausedConsumer, Driver, PayloadHandler, Producer
+from brokerbench.worker.drivers.base import Consumer, Driver, FlagPausedConsumer, PayloadHandler, Producer
 
 
 def queue_name(topic: str, subscription: str, partition: int) -> str:
@@ -130,6 +130,7 @@ class _AmqpProducer(Producer):
     def _drain(self) -> None:
         self._scheduled = False
         q = self._queue
+        assert self._ch is not None, "connect() opens the channel"
         publish = self._ch.basic_publish
         pending = self._pending
         while q:
