@@ -26,29 +26,32 @@ spec layer and Airflow: no broker client, no Spark.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, chain
 
+from brokerbench.notify import failure_notifier, regression_notifier
 from brokerbench.operators import (
+    AcquireEnvironmentOperator,
     AggregateResultsOperator,
     DeployBrokerOperator,
-    AcquireEnvironmentOperator,
-    ReleaseEnvironmentOperator,
     HistoryAppendOperator,
-    RegressionGateOperator,
-    VerdictOperator,
     HostSetupOperator,
     PrepareTopicsOperator,
     ProvisionOperator,
+    RegressionGateOperator,
+    ReleaseEnvironmentOperator,
     ReportOperator,
     RunOutcomeOperator,
     RunPhaseOperator,
     TeardownOperator,
     UndeployBrokerOperator,
     ValidatePlanOperator,
+    VerdictOperator,
 )
-from brokerbench.notify import failure_notifier, regression_notifier
 from brokerbench.pipeline import default_results_root
+
+log = logging.getLogger("brokerbench")
 
 #: emitted when a run's rows land in the history store; the comparison DAG is scheduled on it
 HISTORY_ASSET = Asset(name="brokerbench_history", uri="brokerbench://history")
@@ -240,8 +243,14 @@ def dag_id_for(suite_name: str) -> str:
     return f"brokerbench_{suite_name}".replace("-", "_")
 
 
-def build_all_dags() -> dict[str, DAG]:
-    """One DAG per suite file; a broken suite file is reported, not hidden.
+def build_all_dags(broken: dict[str, str] | None = None) -> dict[str, DAG]:
+    """One DAG per suite file; a broken suite file hides only its own DAG.
+
+    A suite that does not load (bad YAML, a refused field, a missing workload)
+    is left out and logged; its error goes into ``broken`` (suite file ->
+    message) when given. ``dags/brokerbench_suite_errors.py`` raises those
+    errors, so Airflow shows them as that file's import error, naming each
+    suite file, while every other suite's DAG stays.
 
     A task process parses the DAG file only to run one task: Airflow's parsing
     context names the DAG, and only that suite's DAG is built (the others'
@@ -256,6 +265,52 @@ def build_all_dags() -> dict[str, DAG]:
     for name in list_suites():
         if wanted and dag_id_for(name) != wanted:
             continue
-        dag = build_dag(name)
+        try:
+            dag = build_dag(name)
+        except Exception as e:  # noqa: BLE001 - one broken suite must not hide the others
+            message = suite_error(name, e)
+            log.error("suite %s left out: %s", name, message)
+            if broken is not None:
+                broken[suite_file(name)] = message
+            continue
         dags[dag.dag_id] = dag
     return dags
+
+
+def suite_file(name: str) -> str:
+    """The suite's file as users know it (include/suites/<name>.yaml in the tree)."""
+    from brokerbench.spec.common import spec_root
+
+    root = spec_root() / "suites"
+    found = sorted(root.glob(f"{name}.y*ml"))
+    return str(found[0] if found else root / f"{name}.yaml")
+
+
+def suite_error(name: str, error: BaseException) -> str:
+    """The error's message, naming the suite file (spec errors name it already)."""
+    text = str(error)
+    return text if suite_file(name) in text or f"{name}.y" in text else f"{suite_file(name)}: {text}"
+
+
+class BrokenSuites(Exception):
+    """Suite files that did not become DAGs, each named with its error."""
+
+
+def raise_for_broken_suites() -> None:
+    """Raise :class:`BrokenSuites` naming every suite file that does not load (nothing when all load).
+
+    Only loads the suites: a DAG built here would be registered from this file too (Airflow registers
+    every DAG used in a ``with`` block), a duplicate of the suite DAG file's.
+    """
+    from brokerbench.spec import list_suites, load_suite
+
+    broken: dict[str, str] = {}
+    for name in list_suites():
+        try:
+            load_suite(name)
+        except Exception as e:  # noqa: BLE001 - reported below, with the file
+            broken[suite_file(name)] = suite_error(name, e)
+    if broken:
+        raise BrokenSuites(f"{len(broken)} suite file(s) could not be loaded, so their DAGs are missing "
+                           "(the other suites' DAGs are not affected):\n"
+                           + "\n".join(f"- {message}" for _, message in sorted(broken.items())))
