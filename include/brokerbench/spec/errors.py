@@ -28,6 +28,8 @@ class SpecError(ValueError):
         self.file = str(file) if file is not None else None
         self.field = field
         self.message = message
+        #: every (field, message) when the file has several problems (from_validation_error)
+        self.errors: list[tuple[str | None, str]] = [(field, message)]
         parts = []
         if self.file is not None:
             parts.append(display_path(self.file))
@@ -109,16 +111,28 @@ def _describe(error: dict[str, Any]) -> str:
 
 def from_validation_error(exc: ValidationError, file: str | os.PathLike[str] | None,
                           prefix: str | None = None) -> SpecError:
-    """Convert the first error of a pydantic ValidationError into a SpecError.
+    """Convert a pydantic ValidationError into one SpecError that lists every bad field.
 
-    ``prefix`` is put in front of the field name (e.g. ``kafka.driver`` when a
-    variant's overrides made a driver invalid).
+    pydantic checks every field and collects what is wrong; the SpecError's
+    ``field`` is the first one's, and its message names each of them (one per
+    line after the first), so a file with several problems is fixed in one
+    go. ``errors`` holds every (field, message). ``prefix`` is put in front of
+    the field names (e.g. ``kafka.driver`` when a variant's overrides made a
+    driver invalid). Cross-field rules run once the fields are valid, so they
+    report after the field errors are fixed.
     """
-    error = exc.errors()[0]
-    field = _location(error["loc"])
-    inner = (error.get("ctx") or {}).get("error")
-    if isinstance(inner, FieldValueError):
-        field = ".".join(p for p in (field, inner.field) if p)
-    if prefix:
-        field = f"{prefix}.{field}" if field else prefix
-    return SpecError(_describe(dict(error)), file=file, field=field or None)
+    found: list[tuple[str | None, str]] = []
+    for error in exc.errors():
+        field = _location(error["loc"])
+        inner = (error.get("ctx") or {}).get("error")
+        if isinstance(inner, FieldValueError):
+            field = ".".join(p for p in (field, inner.field) if p)
+        if prefix:
+            field = f"{prefix}.{field}" if field else prefix
+        found.append((field or None, _describe(dict(error))))
+    (first, message), rest = found[0], found[1:]
+    if rest:
+        message += "".join(f"\n  and field '{f}': {m}" if f else f"\n  and {m}" for f, m in rest)
+    err = SpecError(message, file=file, field=first)
+    err.errors = found
+    return err

@@ -6,7 +6,9 @@ ignored, as OMB ignores them, so upstream OMB workload files load unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +23,35 @@ TIMESTAMP_BYTES = 8
 KeyDistributor = Literal["NO_KEY", "KEY_ROUND_ROBIN", "RANDOM_NANO"]
 #: brokerbench's workload kinds (docs/worker.md); OMB itself ignores the key.
 WorkloadKind = Literal["latency", "throughput-sweep", "producer-only", "consumer-only", "backlog", "mixed"]
+
+
+#: OMB's payload files (payload/payload-100b.data, payload-1Kb.data, ...): <n>b is n bytes, <n>Kb n x 1024
+OMB_PAYLOAD = re.compile(r"^payload-(\d+)(b|Kb)\.data$")
+
+
+def omb_payload(name: str) -> Path | None:
+    """The file for one of OMB's standard payload names, generated when first asked for.
+
+    OMB ships ``payload/payload-20b.data``, ``-100b``, ``-200b``, ``-400b``,
+    ``-1Kb``, ``-2Kb``, ``-4Kb`` ...; most of its workloads name one. brokerbench
+    does not ship them: a name of that form resolves to a file of that many
+    bytes, the same bytes every time (SHAKE-256 of the name), written once under
+    ``$BROKERBENCH_HOME/payload/``. Any other name: None.
+    """
+    m = OMB_PAYLOAD.match(Path(name).name)
+    if m is None:
+        return None
+    size = int(m.group(1)) * (1024 if m.group(2) == "Kb" else 1)
+    from ..resources import brokerbench_home
+
+    path = brokerbench_home() / "payload" / Path(name).name
+    data = hashlib.shake_256(Path(name).name.encode()).digest(size)
+    if not (path.is_file() and path.read_bytes() == data):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return path
 
 
 class Workload(BaseModel):
@@ -91,6 +122,8 @@ class Workload(BaseModel):
                 spec_root() / relative,
             ]
             found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                found = omb_payload(self.payload_file or "")
             if found is None:
                 tried = ", ".join(str(c) for c in candidates)
                 raise FieldValueError("payloadFile", f"file {self.payload_file!r} not found (looked at {tried})")
