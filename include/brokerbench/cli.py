@@ -316,7 +316,9 @@ def _cmd_bench(args) -> int:
     except SpecError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
         return 1
-    dag_id = f"brokerbench_{suite.name}".replace("-", "_")
+    from brokerbench.util import dag_id_for
+
+    dag_id = dag_id_for(suite.name)
     results_root = str(conf.get("results_root") or default_results_root())
     log_path, log = open_log(log_dir_for(results_root), dag_id)
     # our own logical date (to the microsecond) identifies the run should the output not name it

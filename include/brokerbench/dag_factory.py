@@ -50,6 +50,7 @@ from brokerbench.operators import (
     VerdictOperator,
 )
 from brokerbench.pipeline import default_results_root
+from brokerbench.util import dag_id_for
 
 log = logging.getLogger("brokerbench")
 
@@ -237,10 +238,6 @@ def build_sweeper_dag() -> DAG:
     ) as dag:
         SweepExpiredInstancesOperator(task_id="sweep_expired_instances")
     return dag
-
-
-def dag_id_for(suite_name: str) -> str:
-    return f"brokerbench_{suite_name}".replace("-", "_")
 
 
 def build_all_dags(broken: dict[str, str] | None = None) -> dict[str, DAG]:

@@ -13,12 +13,13 @@ import hashlib
 import json
 import logging
 import os
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from brokerbench.util import safe_name  # re-exported: result paths and S3 keys are built with it
 
 log = logging.getLogger("brokerbench")
 
@@ -35,10 +36,6 @@ def default_results_root() -> str:
 
     return spec_default()
 
-
-def safe_name(s: str) -> str:
-    """A path segment any filesystem, S3 and Hadoop accept (no ':' or '+')."""
-    return re.sub(r"[^A-Za-z0-9._=-]", "_", s)
 
 
 class NotSelected(Exception):
@@ -58,7 +55,9 @@ class RunContext:
 
     @property
     def run_key(self) -> str:
-        return f"{safe_name(self.dag_id)}/{safe_name(self.run_id)}"
+        from brokerbench.util import run_key
+
+        return run_key(self.dag_id, self.run_id)
 
     @property
     def local_results_root(self) -> Path:
@@ -148,12 +147,9 @@ class RunContext:
         return {}
 
     def write_json(self, relpath: str, data: Any) -> Path:
-        path = self.run_dir / relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-        tmp.replace(path)
-        return path
+        from brokerbench.util import write_json_atomic
+
+        return write_json_atomic(self.run_dir / relpath, data)
 
     def read_json(self, relpath: str) -> Any:
         return json.loads((self.run_dir / relpath).read_text())

@@ -39,6 +39,7 @@ from typing import Any, Iterable
 import psutil
 
 from ..resources import brokerbench_home
+from ..util import write_json_atomic
 
 MARKER_STATE = "BROKERBENCH_STATE_DIR"
 MARKER_BROKER = "BROKERBENCH_BROKER"
@@ -60,10 +61,7 @@ def state_dir_for(run_key: str, settings: dict[str, Any] | None = None) -> Path:
 
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    tmp.replace(path)
+    write_json_atomic(path, data)
 
 
 def read_json(path: Path, default: Any = None) -> Any:

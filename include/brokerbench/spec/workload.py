@@ -47,10 +47,9 @@ def omb_payload(name: str) -> Path | None:
     path = brokerbench_home() / "payload" / Path(name).name
     data = hashlib.shake_256(Path(name).name.encode()).digest(size)
     if not (path.is_file() and path.read_bytes() == data):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        from ..util import write_atomic
+
+        write_atomic(path, data)
     return path
 
 

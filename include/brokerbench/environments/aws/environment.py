@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ...spec.errors import SpecError
+from ...util import write_json_atomic
 from .. import hostmetrics, hostsetup
 from ..base import BrokerEndpoint, Environment, EnvironmentError_
 from ..processes import state_dir_for
@@ -811,10 +812,7 @@ def _parse_kv(text: str, prefix: str) -> list[dict[str, str]]:
 
 
 def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    tmp.replace(path)
+    write_json_atomic(path, data, sort_keys=False)
 
 
 def _cost_line(c: dict[str, Any]) -> str:

@@ -1,0 +1,63 @@
+"""One home for the small helpers every layer uses: names, keys, atomic writes, text tables.
+
+* :func:`safe_name`: a path segment any filesystem, S3 and Hadoop accept. Result
+  paths and S3 keys are built from it, so its character set is fixed:
+  ``A-Z a-z 0-9 . _ = -`` kept, anything else (``:``, ``+``, ``/``, spaces) becomes ``_``.
+* :func:`run_key`: a DAG run's key, ``<safe dag_id>/<safe run_id>``.
+* :func:`dag_id_for`: the DAG id of a suite, ``brokerbench_<suite>`` with ``-`` as ``_``.
+* :func:`write_atomic` / :func:`write_json_atomic`: a reader never sees half a file.
+* :func:`text_table`: a plain-text table (tabulate).
+
+Imports nothing of brokerbench, so the worker and every environment may use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=-]")
+
+
+def safe_name(s: str) -> str:
+    """A path segment any filesystem, S3 and Hadoop accept (no ':' or '+')."""
+    return _UNSAFE.sub("_", s)
+
+
+def run_key(dag_id: str, run_id: str) -> str:
+    """The key of a DAG run in result paths and state directories: ``<dag_id>/<run_id>``, each made safe."""
+    return f"{safe_name(dag_id)}/{safe_name(run_id)}"
+
+
+def dag_id_for(suite_name: str) -> str:
+    """The DAG id of a suite."""
+    return f"brokerbench_{suite_name}".replace("-", "_")
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data)
+    tmp.replace(path)
+    return path
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any, *, sort_keys: bool = True) -> Path:
+    """JSON (indented, ``default=str``) written atomically."""
+    return write_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys, default=str))
+
+
+def text_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain-text table: a header, a rule, one line per row, columns left-aligned."""
+    from tabulate import tabulate
+
+    return tabulate([[("" if v is None else v) for v in r] for r in rows], headers=list(columns),
+                    tablefmt="simple", disable_numparse=True)
