@@ -70,52 +70,11 @@ DEFAULT_ARGS = {
 
 
 def params_for(suite) -> dict[str, Param]:
-    """Manual-trigger params, validated by JSON schema before a run is created."""
-    from brokerbench.spec import list_workloads
+    """Manual-trigger params, validated by JSON schema before a run is created: the table of
+    :mod:`brokerbench.spec.params`, the one definition of the run parameters."""
+    from brokerbench.spec.params import PARAMS
 
-    brokers = sorted(suite.brokers)
-    return {
-        "brokers": Param(brokers, type="array", items={"type": "string", "enum": brokers},
-                         minItems=1, uniqueItems=True, description="Brokers to benchmark"),
-        "workloads": Param(list(suite.workloads), type="array",
-                           items={"type": "string", "enum": list_workloads()}, minItems=1, uniqueItems=True,
-                           description="Workload files (include/workloads/<name>.yaml)"),
-        "variants": Param(list(suite.variants), type="array",
-                          items={"type": "string", "enum": sorted(set(suite.variants))},
-                          minItems=1, uniqueItems=True, description="Durability variants"),
-        "test_duration_minutes": Param(None, type=["null", "number"], exclusiveMinimum=0,
-                                       description="Measured phase length (min); empty = suite/workload value"),
-        "warmup_duration_minutes": Param(None, type=["null", "number"], minimum=0,
-                                         description="Warm-up length (min); empty = suite/workload value"),
-        "rate_override_msg_s": Param(None, type=["null", "integer"], minimum=0,
-                                     description="Replace every workload's producerRate (msg/s)"),
-        "environment": Param(suite.environment, type="string", enum=["local", "aws"],
-                             description="Where the brokers run"),
-        "results_root": Param(default_results_root(), type="string", minLength=1,
-                              description="Results directory (or s3://bucket/prefix)"),
-        "regression_min_runs": Param(3, type="integer", minimum=1,
-                                     description="Earlier runs of a track needed before a verdict"),
-        "regression_gate": Param("auto", type="string", enum=["auto", "always", "never"],
-                                 description="Fail the run on a regression: auto = scheduled runs only"),
-        # aws environment (ignored by local); empty = the suite's environmentSettings
-        "broker_versions": Param(None, type=["null", "object"],
-                                 properties={b: {"type": "string"} for b in ("kafka", "pulsar", "rabbitmq")},
-                                 additionalProperties=False,
-                                 description="aws: broker versions, e.g. {\"kafka\": \"3.9.1\"} (a backfill over "
-                                             "versions re-runs the suite on another version)"),
-        "instance_types": Param(None, type=["null", "object"],
-                                properties={r: {"type": "string"} for r in ("broker", "metadata", "client")},
-                                additionalProperties=False,
-                                description="aws: EC2 instance type per role (broker, metadata, client)"),
-        "instance_counts": Param(None, type=["null", "object"],
-                                 properties={r: {"type": "integer", "minimum": 0}
-                                             for r in ("broker", "metadata", "client")},
-                                 additionalProperties=False, description="aws: instances per role"),
-        "cost_cap_usd": Param(None, type=["null", "number"], minimum=0,
-                              description="aws: refuse the run when its expected cost is above this (USD)"),
-        "tuning_profile": Param(None, type=["null", "string"],
-                                description="aws: named broker tuning profile (include/infra/aws/profiles.yaml)"),
-    }
+    return {p.name: Param(p.default_for(suite), **p.schema_for(suite), description=p.description) for p in PARAMS}
 
 
 def build_dag(suite_name: str) -> DAG:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
+from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
 from brokerbench.util import safe_name  # re-exported: result paths and S3 keys are built with it
 
 log = logging.getLogger("brokerbench")
@@ -316,7 +318,9 @@ def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, i
     workload = w.to_omb_dict()
     if getattr(w, "payload_path", None):
         workload["payloadFile"] = str(w.payload_path)  # the worker may run in another directory
-    return {
+    from brokerbench.worker.job import Job
+
+    return Job(**{
         "worker": worker, "phase": phase, "workload_id": w.id, "broker": item.broker,
         "variant": item.variant, "workload": workload, "driver": item.driver.to_omb_dict(),
         "endpoint": endpoint, "topics": topics, "subscriptions": subs,
@@ -327,7 +331,7 @@ def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, i
         "kind": _kind(workload),
         "sweep_rates_msg_s": w.sweep_rates_msg_s,
         "clock_offset_ms": _clock_offset_ms(ctx),
-    }
+    }).to_dict()
 
 
 def _clock_offset_ms(ctx: RunContext) -> float | None:
@@ -517,10 +521,6 @@ def report(ctx: RunContext) -> str:
     return str(path)
 
 
-#: params read by the analysis steps only (not part of the benchmark plan)
-ANALYSIS_PARAMS = ("regression_min_runs", "regression_gate")
-#: params that refine the plan's environment_settings (the aws environment reads them)
-ENVIRONMENT_PARAMS = ("broker_versions", "instance_types", "instance_counts", "cost_cap_usd", "tuning_profile")
 
 
 def history_uri(ctx: RunContext) -> str:

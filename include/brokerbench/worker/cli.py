@@ -3,7 +3,7 @@
     brokerbench-worker prepare --job JOB.json
     brokerbench-worker run --job JOB.json --out RESULT.jsonl
 
-A job file is written by the environment (fields: brokerbench.worker.runner.JOB_FIELDS).
+A job file is written by the environment (schema: brokerbench.worker.job.Job).
 Progress goes to stdout, one line per interval; the result to --out
 (docs/results-format.md). Exit code 0 = ok, 2 = the phase failed (the result
 file still holds every interval measured before the failure), 1 = bad input.
@@ -32,6 +32,13 @@ def main(argv: list[str] | None = None) -> int:
             job = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         print(f"brokerbench-worker: cannot read job file {args.job}: {e}", file=sys.stderr)
+        return 1
+    from brokerbench.worker.job import JobError, check_job
+
+    try:
+        check_job(job)
+    except JobError as e:
+        print(f"brokerbench-worker: job file {args.job}: {e}", file=sys.stderr)
         return 1
 
     from brokerbench.worker.runner import WorkerError, prepare_job, run_job

@@ -1,6 +1,6 @@
 """One worker process running one phase (warm-up or measured) of a workload.
 
-A *job* is a JSON-able dict (see :data:`JOB_FIELDS`) written by the
+A *job* is a JSON-able dict (schema: :class:`brokerbench.worker.job.Job`) written by the
 environment; the worker never needs Airflow. Flow:
 
 1. connect: consumers first, then producers;
@@ -29,44 +29,12 @@ import psutil
 
 from brokerbench import __version__
 from brokerbench.worker.drivers import driver_class
+from brokerbench.worker.job import JOB_FIELDS, check_job  # noqa: F401 - JOB_FIELDS: re-exported
 from brokerbench.worker.payload import STAMP, key_iterator, payload_pool
 from brokerbench.worker.recorder import IntervalWriter, Recorder
 
 log = logging.getLogger("brokerbench.worker")
 
-#: job field -> meaning (the environment writes these; see docs/results-format.md)
-JOB_FIELDS = {
-    "worker": "name of this process, unique in the run (<host>-<index>)",
-    "phase": "warmup | measure",
-    "workload_id": "workload file stem, used in result paths",
-    "broker": "kafka | pulsar | rabbitmq",
-    "variant": "durability variant name",
-    "workload": "OMB workload dict",
-    "driver": "OMB driver dict (variant already applied)",
-    "endpoint": "BrokerEndpoint dict: where the broker listens",
-    "topics": "topic names, created by `prepare`",
-    "subscriptions": "subscription names (one per subscriptionsPerTopic)",
-    "duration_s": "length of the phase, s",
-    "interval_s": "reporting interval, s",
-    "rate_msg_s": "this process's total target rate over all its producers, msg/s (0 = none)",
-    "producers_per_topic": "producers this process runs per topic",
-    "consumers_per_subscription": "consumers this process runs per subscription",
-    "consumer_index_offset": "index of this process's first consumer within a subscription",
-    "consumers_in_subscription": "consumers per subscription over all processes",
-    "start_at_ns": "optional wall-clock start shared by all processes, ns",
-    "probe_timeout_s": "bound of the readiness probe, s",
-    "drain_timeout_s": "bound of the wait for consumers after the last send, s",
-    "client_library": "optional: which library for the broker (default per broker)",
-    "kind": "optional workload kind (KINDS); default derived from the workload (workload_kind)",
-    "sweep_rates_msg_s": "throughput-sweep: this process's target rates, one step each (default SWEEP_RATES)",
-    "step_duration_s": "throughput-sweep: length of one step, s (default duration_s / steps, >= interval_s)",
-    "sweep_max_delay_p99_ms": "throughput-sweep: publish-delay p99 bound of a stable step, ms (default 50)",
-    "sweep_stop_after_unstable": "throughput-sweep: stop after this many unstable steps (default 1)",
-    "consumer_idle_s": "consumer-only: end after this long without a message once some arrived (default 5)",
-    "catchup_start_s": "mixed: when the catch-up subscription starts reading, s into the phase (default duration/3)",
-    "clock_offset_ms": "optional: this host's clock offset measured by host setup, ms (validity flags)",
-    "switch_interval_s": "optional: sys.setswitchinterval for this process (default 0.001; Python's is 0.005)",
-}
 
 KINDS = ("latency", "throughput-sweep", "producer-only", "consumer-only", "backlog", "mixed")
 

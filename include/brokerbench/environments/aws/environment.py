@@ -25,7 +25,7 @@ so every DAG runs unchanged on either. See docs/aws.md.
 * teardown: terminate by the run's tag and wait; delete the security group.
 
 Settings (suite ``environmentSettings``, run params override some): see
-:data:`DEFAULTS`.
+:class:`brokerbench.environments.settings.AwsSettings` (:data:`DEFAULTS` are its defaults).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from ...util import write_json_atomic
 from .. import hostmetrics, hostsetup
 from ..base import BrokerEndpoint, Environment, EnvironmentError_
 from ..processes import state_dir_for
+from ..settings import AwsSettings, defaults
 from . import fleet as aws_fleet
 from .brokers import VERSIONS, deploy_installed, health_installed, kafka_mode, undeploy_installed
 from .ssh import SshHost
@@ -51,39 +52,8 @@ from .templates import profiles, render
 
 log = logging.getLogger("brokerbench")
 
-DEFAULTS: dict[str, Any] = {
-    "aws_conn_id": "brokerbench_aws",      # Airflow connection (type aws): credentials, region, endpoint_url
-    "ssh_conn_id": "brokerbench_ssh",      # Airflow connection (type ssh): login and private key
-    "region_name": None,                   # None: the connection's region
-    "ami": None,                           # required: an AMI with systemd, python3 and (for install) a JDK
-    "subnet_id": None, "vpc_id": None, "key_name": None,
-    "controller_cidr": None,               # required: the address SSH and broker ports are opened to
-    "address": "private",                  # which instance address the controller uses: private | public
-    "instance_types": {"broker": "i3en.2xlarge", "metadata": "t3.small", "client": "c5.2xlarge"},
-    "counts": {},                          # {"broker": 3, "metadata": 3, "client": 2} by default
-    "broker_versions": {"kafka": "3.9.1", "pulsar": "3.3.7", "rabbitmq": "3.13.7"},
-    "kafka_mode": None,                    # kraft | zookeeper; None: by version (ZooKeeper before 3.3)
-    "tuning_profile": "default",           # named broker tunings (include/infra/aws/profiles.yaml)
-    "cost_cap_usd": 100.0,
-    "max_concurrent_runs": 1,              # runs holding fleets at once (the environment's lease slots)
-    "max_lifetime_hours": None,            # None: 1.5 x expected + 1 h
-    "prices_usd_per_hour": {},
-    "deploy_mode": "install",              # install | local
-    "remote_dir": "/opt/brokerbench",
-    "remote_python": None,                 # None: <remote_dir>/venv/bin/python, installed by host setup
-    "worker_install": "auto",              # auto: install the controller's brokerbench where missing or stale
-                                           # (only with remote_python None); never: only check it is there
-    "worker_wheel": None,                  # None: build the wheel from the controller's source tree
-    "worker_pip_args": [],                 # extra pip arguments on the hosts, e.g. ["--index-url", "..."]
-    "ssh_host_override": None,             # bastion / tests: connect here instead of the instance address
-    "ssh_port": None,
-    "host_changes": None,                  # format disks, chrony, tuned, drop caches; None: not with an override
-    "tuned_profile": "latency-performance",
-    "time_sync_wait_s": 120,
-    "disk_baseline_mb": 1024,
-    "metrics_interval_s": 1.0,
-    "ssh_timeout_s": 20,
-}
+#: every setting with its default; types and meanings: brokerbench.environments.settings.AwsSettings
+DEFAULTS: dict[str, Any] = defaults(AwsSettings)
 
 class AwsEnvironment(Environment):
     name = "aws"

@@ -1,0 +1,90 @@
+"""The environments' settings (a suite's ``environmentSettings``, refined by run params), typed.
+
+One model per environment declares every setting: its type, default and
+meaning. The aws environment's :data:`~brokerbench.environments.aws.environment.DEFAULTS`
+are :class:`AwsSettings`' defaults; its settings check
+(``aws.environment.check_settings``) refuses a bad value naming the setting,
+before any machine exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LocalSettings(BaseModel):
+    """Settings of the ``local`` environment (and of the machine part the aws agent runs on a host)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    state_dir: str | None = Field(None, description="the run's state directory; None: $BROKERBENCH_HOME/state/<run>")
+    kafka_home: str | None = Field(None, description="an Apache Kafka distribution instead of tansu")
+    pulsar_home: str | None = Field(None, description="an Apache Pulsar distribution instead of pulsar-lite")
+    start_timeout_s: float = Field(120.0, description="how long a broker may take to serve, s")
+    tuned_profile: str = Field("latency-performance", description="tuned-adm profile applied by host setup")
+    disk_baseline_mb: int = Field(64, description="size of the disk baseline, MB (0: skipped)")
+    metrics_interval_s: float = Field(1.0, description="host metrics sampling interval, s")
+    worker_processes: int | None = Field(None, description="worker processes per client host (default 1)")
+
+
+class AwsSettings(BaseModel):
+    """Settings of the ``aws`` environment (docs/aws.md); the defaults are the environment's DEFAULTS."""
+
+    model_config = ConfigDict(extra="allow")
+
+    aws_conn_id: str = Field("brokerbench_aws", description="Airflow connection (type aws): credentials, region, "
+                                                            "endpoint_url")
+    ssh_conn_id: str = Field("brokerbench_ssh", description="Airflow connection (type ssh): login and private key")
+    region_name: str | None = Field(None, description="None: the connection's region")
+    ami: str | None = Field(None, description="required: an AMI with systemd, python3 and (for install) a JDK")
+    subnet_id: str | None = None
+    vpc_id: str | None = None
+    key_name: str | None = None
+    controller_cidr: str | None = Field(None, description="required: the address SSH and broker ports are opened to")
+    address: Literal["private", "public"] = Field("private", description="which instance address the controller "
+                                                                         "uses")
+    instance_types: dict[str, str] = Field(
+        default_factory=lambda: {"broker": "i3en.2xlarge", "metadata": "t3.small", "client": "c5.2xlarge"},
+        description="EC2 instance type per role")
+    counts: dict[str, int] = Field(default_factory=dict,
+                                   description='instances per role; {"broker": 3, "metadata": 3, "client": 2} '
+                                               "by default")
+    broker_versions: dict[str, str] = Field(
+        default_factory=lambda: {"kafka": "3.9.1", "pulsar": "3.3.7", "rabbitmq": "3.13.7"},
+        description="the version of each broker (deploy_mode install)")
+    kafka_mode: Literal["kraft", "zookeeper"] | None = Field(None, description="None: by version (ZooKeeper before "
+                                                                                "3.3)")
+    tuning_profile: str = Field("default", description="named broker tunings (include/infra/aws/profiles.yaml)")
+    cost_cap_usd: float | None = Field(100.0, description="refuse a run whose expected cost is above this")
+    max_concurrent_runs: int = Field(1, description="runs holding fleets at once (the environment's lease slots)")
+    max_lifetime_hours: float | None = Field(None, description="None: 1.5 x expected + 1 h")
+    prices_usd_per_hour: dict[str, float] = Field(default_factory=dict,
+                                                  description="hourly prices of instance types not in the table")
+    deploy_mode: Literal["install", "local"] = Field("install", description="install the broker version, or run "
+                                                                            "the local environment's brokers")
+    remote_dir: str = Field("/opt/brokerbench", description="brokerbench's directory on the hosts")
+    remote_python: str | None = Field(None, description="None: <remote_dir>/venv/bin/python, installed by host "
+                                                        "setup")
+    worker_install: Literal["auto", "never"] = Field(
+        "auto", description="auto: install the controller's brokerbench where missing or stale (only with "
+                            "remote_python None); never: only check it is there")
+    worker_wheel: str | None = Field(None, description="None: build the wheel from the controller's source tree")
+    worker_pip_args: list[str] = Field(default_factory=list, description='extra pip arguments on the hosts, e.g. '
+                                                                         '["--index-url", "..."]')
+    ssh_host_override: str | None = Field(None, description="bastion / tests: connect here instead of the "
+                                                            "instance address")
+    ssh_port: int | None = None
+    host_changes: bool | None = Field(None, description="format disks, chrony, tuned, drop caches; None: not with "
+                                                        "an override")
+    tuned_profile: str = "latency-performance"
+    time_sync_wait_s: float = 120
+    disk_baseline_mb: int = 1024
+    metrics_interval_s: float = 1.0
+    ssh_timeout_s: int = 20
+
+
+def defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """A settings model's defaults as the plain dict the environments read."""
+    return model().model_dump()

@@ -1,0 +1,129 @@
+"""The run parameters of a suite DAG, defined once.
+
+Each :class:`RunParam` says what a parameter is for (``group``), its JSON schema
+(what Airflow's trigger form shows and validates before a run exists), its
+default for a suite and its description. From this one table come:
+
+* the Airflow ``Param`` objects of every suite DAG (``dag_factory.params_for``);
+* which params the plan takes (``group == "plan"``, validated again by
+  :class:`brokerbench.spec.plan.RunParams`, whose fields are these names), which
+  the analysis reads and which refine the environment's settings
+  (:data:`ANALYSIS_PARAMS`, :data:`ENVIRONMENT_PARAMS`, used by the pipeline);
+* the table of params in docs/specs.md (:func:`markdown_table`; a test keeps
+  the two the same).
+
+Imports no Airflow: the Param objects are built by the DAG factory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from .common import SUPPORTED_BROKERS
+
+Group = Literal["plan", "analysis", "environment"]
+
+
+@dataclass(frozen=True)
+class RunParam:
+    name: str
+    group: Group
+    description: str
+    #: JSON schema keywords (besides the default); a function of the suite when they depend on it
+    schema: dict[str, Any] | Callable[[Any], dict[str, Any]] = field(default_factory=dict)
+    #: the default, or a function of the suite
+    default: Any = None
+
+    def schema_for(self, suite: Any) -> dict[str, Any]:
+        return self.schema(suite) if callable(self.schema) else dict(self.schema)
+
+    def default_for(self, suite: Any) -> Any:
+        return self.default(suite) if callable(self.default) else self.default
+
+
+def _workloads_schema(suite: Any) -> dict[str, Any]:
+    from . import list_workloads
+
+    return {"type": "array", "items": {"type": "string", "enum": list_workloads()}, "minItems": 1,
+            "uniqueItems": True}
+
+
+def _results_root(suite: Any) -> str:
+    from .plan import default_results_root
+
+    return default_results_root()
+
+
+ROLES = ("broker", "metadata", "client")
+
+PARAMS: tuple[RunParam, ...] = (
+    RunParam("brokers", "plan", "Brokers to benchmark",
+             lambda s: {"type": "array", "items": {"type": "string", "enum": sorted(s.brokers)}, "minItems": 1,
+                        "uniqueItems": True},
+             lambda s: sorted(s.brokers)),
+    RunParam("workloads", "plan", "Workload files (include/workloads/<name>.yaml)", _workloads_schema,
+             lambda s: list(s.workloads)),
+    RunParam("variants", "plan", "Durability variants",
+             lambda s: {"type": "array", "items": {"type": "string", "enum": sorted(set(s.variants))},
+                        "minItems": 1, "uniqueItems": True},
+             lambda s: list(s.variants)),
+    RunParam("test_duration_minutes", "plan", "Measured phase length (min); empty = suite/workload value",
+             {"type": ["null", "number"], "exclusiveMinimum": 0}),
+    RunParam("warmup_duration_minutes", "plan", "Warm-up length (min); empty = suite/workload value",
+             {"type": ["null", "number"], "minimum": 0}),
+    RunParam("rate_override_msg_s", "plan", "Replace every workload's producerRate (msg/s)",
+             {"type": ["null", "integer"], "minimum": 0}),
+    RunParam("interval_seconds", "plan", "Reporting interval of the workers (s); empty = the suite's intervalSeconds",
+             {"type": ["null", "integer"], "exclusiveMinimum": 0}),
+    RunParam("environment", "plan", "Where the brokers run", {"type": "string", "enum": ["local", "aws"]},
+             lambda s: s.environment),
+    RunParam("results_root", "plan", "Results directory (or s3://bucket/prefix)",
+             {"type": "string", "minLength": 1}, _results_root),
+    RunParam("regression_min_runs", "analysis", "Earlier runs of a track needed before a verdict",
+             {"type": "integer", "minimum": 1}, 3),
+    RunParam("regression_gate", "analysis", "Fail the run on a regression: auto = scheduled runs only",
+             {"type": "string", "enum": ["auto", "always", "never"]}, "auto"),
+    # aws environment (ignored by local); empty = the suite's environmentSettings
+    RunParam("broker_versions", "environment",
+             "aws: broker versions, e.g. {\"kafka\": \"3.9.1\"} (a backfill over versions re-runs the suite on "
+             "another version)",
+             {"type": ["null", "object"], "properties": {b: {"type": "string"} for b in SUPPORTED_BROKERS},
+              "additionalProperties": False}),
+    RunParam("instance_types", "environment", "aws: EC2 instance type per role (broker, metadata, client)",
+             {"type": ["null", "object"], "properties": {r: {"type": "string"} for r in ROLES},
+              "additionalProperties": False}),
+    RunParam("instance_counts", "environment", "aws: instances per role",
+             {"type": ["null", "object"], "properties": {r: {"type": "integer", "minimum": 0} for r in ROLES},
+              "additionalProperties": False}),
+    RunParam("cost_cap_usd", "environment", "aws: refuse the run when its expected cost is above this (USD)",
+             {"type": ["null", "number"], "minimum": 0}),
+    RunParam("tuning_profile", "environment", "aws: named broker tuning profile (include/infra/aws/profiles.yaml)",
+             {"type": ["null", "string"]}),
+)
+
+BY_NAME = {p.name: p for p in PARAMS}
+PLAN_PARAMS = tuple(p.name for p in PARAMS if p.group == "plan")
+ANALYSIS_PARAMS = tuple(p.name for p in PARAMS if p.group == "analysis")
+ENVIRONMENT_PARAMS = tuple(p.name for p in PARAMS if p.group == "environment")
+
+
+def _type_text(schema: dict[str, Any]) -> str:
+    types = schema.get("type")
+    types = [t for t in (types if isinstance(types, list) else [types]) if t != "null"]
+    text = " or ".join(types)
+    if "enum" in schema:
+        text += " (" + ", ".join(map(str, schema["enum"])) + ")"
+    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">")):
+        if key in schema:
+            text += f" {sign} {schema[key]}"
+    return text + (", empty allowed" if "null" in (schema.get("type") or []) else "")
+
+
+def markdown_table() -> str:
+    """The params as a Markdown table (docs/specs.md lists exactly this)."""
+    rows = ["| param | for | type | meaning |", "|---|---|---|---|"]
+    for p in PARAMS:
+        schema = {"type": "array"} if callable(p.schema) else dict(p.schema)  # lists: their items depend on the suite
+        rows.append(f"| `{p.name}` | {p.group} | {_type_text(schema)} | {p.description} |")
+    return "\n".join(rows)

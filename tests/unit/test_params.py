@@ -1,0 +1,80 @@
+"""Typed contracts: run params defined once, the worker job's schema, the environments' settings."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS, PARAMS, PLAN_PARAMS, markdown_table
+from brokerbench.spec.plan import RunParams
+from brokerbench.worker.job import JOB_FIELDS, Job, JobError, check_job
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_docs_list_the_params_from_their_definition():
+    assert markdown_table() in (ROOT / "docs" / "specs.md").read_text()
+
+
+def test_the_plan_params_are_runparams_fields_and_the_pipeline_uses_the_groups():
+    from brokerbench import pipeline
+
+    assert set(RunParams.model_fields) == set(PLAN_PARAMS)
+    assert pipeline.ANALYSIS_PARAMS == ANALYSIS_PARAMS == ("regression_min_runs", "regression_gate")
+    assert pipeline.ENVIRONMENT_PARAMS == ENVIRONMENT_PARAMS
+
+
+def test_every_suite_dag_offers_exactly_the_defined_params():
+    from airflow.sdk.definitions.param import ParamsDict
+
+    from brokerbench.dag_factory import build_dag
+
+    dag = build_dag("smoke")
+    assert list(dag.params) == [p.name for p in PARAMS]
+    params = ParamsDict(dag.params)
+    params.update({"interval_seconds": 2})
+    assert params.validate()["interval_seconds"] == 2
+    bad = ParamsDict(dag.params)
+    with pytest.raises(Exception, match="interval_seconds"):
+        bad.update({"interval_seconds": 0})
+        bad.validate()
+
+
+def job(**changes):
+    base = {"worker": "localhost-0", "phase": "measure", "broker": "kafka", "workload": {"messageSize": 100},
+            "driver": {}, "endpoint": {"bootstrap_servers": "127.0.0.1:9092"}, "topics": ["t"], "duration_s": 5}
+    return {**base, **changes}
+
+
+def test_the_job_schema_documents_every_field_and_keeps_a_job_as_given():
+    assert set(JOB_FIELDS) == set(Job.model_fields) and all(JOB_FIELDS.values())
+    j = job(rate_msg_s=float("inf"), clock_offset_ms=None, extra_field=1)
+    assert check_job(j) is j
+    assert Job(**j).to_dict() == j
+
+
+def test_a_bad_job_names_every_bad_field():
+    with pytest.raises(JobError, match=r"\(2 problem\(s\)\): topics: .*; duration_s: ") as e:
+        check_job(job(topics="t", duration_s="long"))
+    with pytest.raises(JobError, match="worker: Field required"):
+        check_job({k: v for k, v in job().items() if k != "worker"})
+    assert "topics" in str(e.value)
+
+
+def test_the_worker_refuses_a_bad_job_file_before_connecting(tmp_path):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job(topics="t")))
+    out = subprocess.run([sys.executable, "-m", "brokerbench.worker", "run", "--job", str(path), "--out",
+                          str(tmp_path / "r.jsonl")], capture_output=True, text=True)
+    assert out.returncode == 1 and "invalid job" in out.stderr and "topics" in out.stderr
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_aws_defaults_are_the_typed_settings_defaults():
+    from brokerbench.environments.aws.environment import DEFAULTS
+    from brokerbench.environments.settings import AwsSettings, LocalSettings, defaults
+
+    assert DEFAULTS == defaults(AwsSettings)
+    assert defaults(LocalSettings)["disk_baseline_mb"] == 64
