@@ -1,0 +1,117 @@
+"""The import rules of docs/architecture.md, checked on the source: every import statement of
+include/brokerbench (also those inside functions) is parsed with ast and resolved to a module."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "include" / "brokerbench"
+
+#: the environments' parts every environment shares
+ENV_SHARED = ("brokerbench.environments", "brokerbench.environments.base", "brokerbench.environments.processes",
+              "brokerbench.environments.settings",
+              "brokerbench.environments.hostsetup", "brokerbench.environments.hostmetrics")
+HELPERS = ("brokerbench.util", "brokerbench.resources")
+
+#: layer -> the brokerbench modules (and packages, with everything under them) it may import, besides itself
+RULES = {
+    "brokerbench.util": (),
+    "brokerbench.resources": (),
+    "brokerbench.spec": HELPERS,
+    "brokerbench.worker": ("brokerbench", "brokerbench.histogram", *HELPERS),
+    **{m: (*ENV_SHARED, *HELPERS) for m in ENV_SHARED if m != "brokerbench.environments"},
+    "brokerbench.environments.machine": (*ENV_SHARED, *HELPERS),
+    "brokerbench.environments.local": (*ENV_SHARED, "brokerbench.environments.machine", *HELPERS),
+    "brokerbench.environments.aws": (*ENV_SHARED, "brokerbench.environments.machine", "brokerbench.spec",
+                                     *HELPERS),
+}
+
+#: the Airflow layer: the only modules that import Airflow when they are imported (others do it inside the
+#: functions that need it, so the worker, the specs and the environments load without Airflow)
+AIRFLOW_AT_IMPORT = {"brokerbench.dag_factory", "brokerbench.operators", "brokerbench.triggers",
+                     "brokerbench.notify"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(name: str) -> bool:
+    rel = Path(*name.split("."))
+    return (PACKAGE.parent / rel).with_suffix(".py").is_file() or (PACKAGE.parent / rel / "__init__.py").is_file()
+
+
+def imports(path: Path, text: str | None = None) -> list[tuple[str, bool]]:
+    """(module imported, at module level?) for every import statement of the file (or of ``text``)."""
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    tree = ast.parse(path.read_text() if text is None else text)
+    top = {id(n) for n in tree.body}
+    for n in tree.body:  # an `if TYPE_CHECKING:` / try block at module level still runs at import
+        if isinstance(n, (ast.If, ast.Try)):
+            top |= {id(c) for c in ast.walk(n)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, id(node) in top) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            for a in node.names:
+                sub = f"{module}.{a.name}"
+                found.append((sub if is_module(sub) else module, id(node) in top))
+    return found
+
+
+FILES = sorted(p for p in PACKAGE.rglob("*.py") if "_data" not in p.parts)
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def rule_for(module: str) -> tuple[str, tuple[str, ...]] | None:
+    """The most specific rule naming the module or a package above it."""
+    matching = [k for k in RULES if within(module, k)]
+    return (max(matching, key=len), RULES[max(matching, key=len)]) if matching else None
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: module_name(p))
+def test_brokerbench_imports_follow_the_layers(path):
+    me = module_name(path)
+    rule = rule_for(me)
+    if rule is None:
+        return
+    layer, allowed = rule
+    bad = sorted({name for name, _ in imports(path) if within(name, "brokerbench") and not within(name, layer)
+                  and not any(name == a or within(name, a) for a in allowed)})
+    assert not bad, f"{me} ({layer}) may import only {', '.join(allowed) or 'nothing of brokerbench'}; imports {bad}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: module_name(p))
+def test_only_the_airflow_layer_imports_airflow_when_imported(path):
+    me = module_name(path)
+    at_import = sorted({n for n, top in imports(path) if top and n.split(".")[0] in ("airflow", "pyspark")})
+    if me in AIRFLOW_AT_IMPORT:
+        return
+    assert not at_import, f"{me} imports {at_import} at module level: import it inside the function that needs it"
+
+
+def test_the_worker_and_the_specs_never_import_airflow_or_spark():
+    for path in FILES:
+        me = module_name(path)
+        if within(me, "brokerbench.worker") or within(me, "brokerbench.spec"):
+            assert not [n for n, _ in imports(path) if n.split(".")[0] in ("airflow", "pyspark")], me
+
+
+def test_the_checker_sees_imports_inside_functions():
+    """aws importing local inside a function (the kind of import that hid a circle before) is found."""
+    fleet = PACKAGE / "environments" / "aws" / "fleet.py"
+    text = fleet.read_text() + "\n\ndef _x():\n    from ..local import LocalEnvironment\n"
+    assert ("brokerbench.environments.local", False) in imports(fleet, text)
+    assert rule_for("brokerbench.environments.aws.fleet")[0] == "brokerbench.environments.aws"
