@@ -64,6 +64,17 @@ def _by_run(rows: list[dict]) -> dict[int, list[dict]]:
     return out
 
 
+def ship_package(spark: SparkSession) -> None:
+    """The executors import this package to fetch S3 objects: when the driver runs it from its
+    source directory (not from a ``--py-files`` zip), ship a zip of it."""
+    import os
+
+    from . import pyfiles
+
+    if os.path.isfile(pyfiles.__file__):  # not inside a zip
+        spark.sparkContext.addPyFile(pyfiles.build_zip())
+
+
 def out_dirs(run_dirs: Sequence[str], given: Sequence[str] | None) -> list[str]:
     """The local output directory of every run: ``given`` in order (one per run), or
     ``<run-dir>/summary`` of local runs; an S3 run needs one."""
@@ -90,6 +101,7 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str], outs: Sequence[
     if any(is_s3(d) for d in run_dirs):
         from .store import s3_client
         client = s3_client()
+        ship_package(spark)
     for run, run_dir in dirs.items():
         sized = worker_files(run_dir, client)
         if sized:
