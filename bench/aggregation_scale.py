@@ -17,7 +17,15 @@ log)::
       .venv/bin/python bench/aggregation_scale.py --runs 1 10 100 --master 'local[2]'
 
 ``--master`` is handed to spark-submit unchanged (the DAG takes it from the
-``brokerbench_spark`` connection); nothing in the job depends on it.
+``brokerbench_spark`` connection); nothing in the job depends on it. ``--master`` may be
+repeated: every size is measured under each master, one after the other, on the same runs.
+``--standalone`` adds a Spark standalone cluster started for the invocation from the
+installed PySpark (tests/support/spark_standalone.py: one master and one worker on
+127.0.0.1, ``--standalone-cores`` cores, ``--standalone-memory``), stopped at the end; the
+runs are local files, which its executors read from the same disk (a shared filesystem)::
+
+    SPARK_LOCAL_IP=127.0.0.1 PATH=$PWD/.venv/bin:$PATH \\
+      .venv/bin/python bench/aggregation_scale.py --runs 10 --master 'local[2]' --standalone
 ``--job`` measures another version of the job (e.g. a copy of an older
 aggregate.py) on the same generated runs.
 """
@@ -93,7 +101,7 @@ def write_run(run_dir: Path, pool: dict[str, list[str]], samples: int, rng: np.r
     return total
 
 
-def spark_submit(master: str, job: Path, args_: list[str], event_dir: Path
+def spark_submit(master: str, job: Path, args_: list[str], event_dir: Path, conf: dict[str, str] | None = None
                  ) -> tuple[float, subprocess.CompletedProcess, int | None]:
     """Run the job; (wall seconds, process, Spark jobs of the application from its event log)."""
     bin_dir = Path(sys.executable).parent
@@ -103,7 +111,10 @@ def spark_submit(master: str, job: Path, args_: list[str], event_dir: Path
     event_dir.mkdir(parents=True)
     args = [str(bin_dir / "spark-submit"), "--master", master, "--conf", "spark.eventLog.enabled=true",
             "--conf", f"spark.eventLog.dir={event_dir.as_uri()}", "--conf", "spark.eventLog.compress=false",
-            "--conf", "spark.eventLog.rolling.enabled=false", str(job), *args_]
+            "--conf", "spark.eventLog.rolling.enabled=false"]
+    for k, v in (conf or {}).items():
+        args += ["--conf", f"{k}={v}"]
+    args += [str(job), *args_]
     started = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, env=env)
     wall = time.monotonic() - started
@@ -125,14 +136,29 @@ def spark_jobs(event_dir: Path) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, nargs="+", default=[1, 10, 100])
-    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--master", action="append", help="Spark master (repeatable; default local[2])")
+    ap.add_argument("--standalone", action="store_true",
+                    help="also measure on a 1-worker Spark standalone cluster started for the invocation")
+    ap.add_argument("--standalone-cores", type=int, default=2, help="the standalone worker's cores (%(default)s)")
+    ap.add_argument("--standalone-memory", default="2g", help="the standalone worker's memory (%(default)s)")
     ap.add_argument("--samples", type=int, default=1000, help="values per histogram per interval and process")
     ap.add_argument("--workdir", help="where to write the synthetic runs (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the synthetic runs")
     ap.add_argument("--job", type=Path, default=JOB, help="the aggregation job to run (default: %(default)s)")
     args = ap.parse_args(argv)
 
+    masters = list(args.master or ["local[2]"])
     work = Path(args.workdir or tempfile.mkdtemp(prefix="brokerbench-scale-"))
+    cluster = None
+    if args.standalone:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from support.spark_standalone import SparkStandalone
+
+        cluster = SparkStandalone(work / "standalone", cores=args.standalone_cores, memory=args.standalone_memory)
+        cluster.start(timeout_s=180)
+        masters.append(cluster.master_url)
+        print(f"standalone cluster: {cluster.master_url} (1 worker, {args.standalone_cores} cores, "
+              f"{args.standalone_memory}; UI {cluster.webui_url})", flush=True)
     rng = np.random.default_rng(1)
     pool = histogram_pool(rng, args.samples)
     t = time.monotonic()
@@ -142,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"one run: {HOSTS} hosts x {PROCESSES} processes, {MINUTES} min at {INTERVAL_S} s intervals = "
           f"{lines} lines, {size / 1e6:.1f} MB ({args.samples} values per histogram and interval); "
           f"generated in {time.monotonic() - t:.1f} s", flush=True)
-    results = []
+    results: dict[str, list] = {m: [] for m in masters}
     try:
         for n in args.runs:
             base = work / f"n{n}" / "runs" / "brokerbench_scale"
@@ -152,26 +178,38 @@ def main(argv: list[str] | None = None) -> int:
                 if not d.exists():
                     shutil.copytree(template / "raw", d / "raw")
                 dirs.append(d)
-            for d in dirs:
-                shutil.rmtree(d / "summary", ignore_errors=True)
-            run_args = [a for d in dirs for a in ("--run-dir", str(d))]
-            wall, proc, jobs = spark_submit(args.master, args.job, run_args, work / "eventlog")
-            if proc.returncode != 0:
-                print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
-                return 1
-            written = sum(1 for d in dirs if (d / "summary" / "summary.csv").exists())
-            assert written == n, (written, n)
-            results.append((n, n * size, wall))
-            print(f"runs={n:<4d} input={n * size / 1e6:8.1f} MB  wall={wall:7.1f} s  per run={wall / n:6.2f} s  "
-                  f"spark jobs={jobs}  (master {args.master}, job {args.job})", flush=True)
+            for master in masters:
+                for d in dirs:
+                    shutil.rmtree(d / "summary", ignore_errors=True)
+                run_args = [a for d in dirs for a in ("--run-dir", str(d))]
+                # on the standalone cluster: the worker's cores and memory
+                conf = ({"spark.executor.cores": str(args.standalone_cores),
+                         "spark.executor.memory": args.standalone_memory}
+                        if cluster is not None and master == cluster.master_url else None)
+                wall, proc, jobs = spark_submit(master, args.job, run_args, work / "eventlog", conf)
+                if proc.returncode != 0:
+                    print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
+                    return 1
+                written = sum(1 for d in dirs if (d / "summary" / "summary.csv").exists())
+                assert written == n, (written, n)
+                results[master].append((n, n * size, wall))
+                print(f"runs={n:<4d} input={n * size / 1e6:8.1f} MB  wall={wall:7.1f} s  per run={wall / n:6.2f} s  "
+                      f"spark jobs={jobs}  (master {master}, job {args.job})", flush=True)
             if not args.keep:
                 shutil.rmtree(work / f"n{n}")
+        if cluster is not None:
+            apps = cluster.applications()
+            print(f"standalone cluster: {len(apps.get('completedapps', []))} completed applications "
+                  f"({', '.join(sorted({a['name'] for a in apps.get('completedapps', [])}))})", flush=True)
     finally:
+        if cluster is not None:
+            cluster.stop()
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    if len(results) >= 2:
-        (n0, _, w0), (n1, _, w1) = results[-2], results[-1]
-        print(f"marginal cost per run between {n0} and {n1} runs: {(w1 - w0) / (n1 - n0):.2f} s")
+    for master, rows in results.items():
+        if len(rows) >= 2:
+            (n0, _, w0), (n1, _, w1) = rows[-2], rows[-1]
+            print(f"marginal cost per run between {n0} and {n1} runs: {(w1 - w0) / (n1 - n0):.2f} s (master {master})")
     return 0
 
 
