@@ -1,10 +1,21 @@
-"""A real Airflow deployment on loopback, for the deployment tests.
+"""A real Airflow deployment on loopback, shaped as teams run brokerbench nightly.
 
-PostgreSQL (Debian's server, a cluster of the test's own on a free loopback
-port) as the metadata database; the Airflow api-server, scheduler,
-dag-processor and triggerer as separate processes with LocalExecutor; the
-project's dags/ and plugins/. Everything is started in its own process group
-and stopped (SIGTERM, then SIGKILL) by :meth:`Deployment.stop`.
+- PostgreSQL (Debian's server, a cluster of the test's own on a free loopback
+  port) as the metadata database;
+- RabbitMQ (Debian's server, a node of its own, started by brokerbench's own
+  RabbitMQ code) as the Celery broker;
+- the Airflow api-server, scheduler, dag-processor and triggerer, and two
+  Celery workers, as separate processes with CeleryExecutor. Each worker has
+  its own working directory, AIRFLOW_HOME (logs) and BROKERBENCH_HOME (staging
+  copies): nothing one worker writes to its disk is visible to the other. Each
+  reports its own name as the task instances' hostname (worker_hostname.py);
+- moto's server as S3, holding the results (``s3://<bucket>/results``);
+- a Spark standalone cluster (master and one worker from the installed
+  PySpark, tests/support/spark_standalone.py) as the ``brokerbench_spark``
+  connection.
+
+Everything is started in its own process group and stopped (SIGTERM, then
+SIGKILL) by :meth:`Deployment.stop`.
 """
 
 from __future__ import annotations
@@ -25,7 +36,8 @@ import psutil
 import requests
 
 REPO = Path(__file__).resolve().parents[2]
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+HERE = Path(__file__).resolve().parent
+BUCKET = "brokerbench-deploy"
 
 
 def free_port() -> int:
@@ -80,8 +92,63 @@ class Postgres:
         shutil.rmtree(self.dir.parent, ignore_errors=True)
 
 
+class CeleryBroker:
+    """A RabbitMQ node of its own for Celery, started and stopped by brokerbench's RabbitMQ implementation."""
+
+    def __init__(self, root: Path):
+        self.dir = root / "celery-rabbitmq"
+        self.broker = None
+
+    def start(self) -> str:
+        from brokerbench.environments.machine import make_broker
+
+        self.broker = make_broker("rabbitmq", self.dir)
+        endpoint = self.broker.start(None, "fsync-off", None)
+        return endpoint.amqp_uris[0]
+
+    def stop(self) -> None:
+        if self.broker is not None:
+            self.broker.stop()
+
+
+class S3Server:
+    """moto's server as S3 on a free loopback port, with the results bucket."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.server = None
+
+    def start(self) -> None:
+        import boto3
+        from moto.server import ThreadedMotoServer
+
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                                   aws_access_key_id="testing", aws_secret_access_key="testing")
+        self.client.create_bucket(Bucket=BUCKET)
+
+    def connection(self) -> str:
+        return json.dumps({"conn_type": "aws", "login": "testing", "password": "testing",
+                           "extra": {"endpoint_url": self.endpoint, "region_name": "us-east-1"}})
+
+    def keys(self, prefix: str = "") -> list[str]:
+        out = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+            out += [o["Key"] for o in page.get("Contents", [])]
+        return out
+
+    def text(self, key: str) -> str:
+        return self.client.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
 class Deployment:
-    """Airflow 3 components on loopback over PostgreSQL, with brokerbench's DAGs and plugin."""
+    """Airflow 3 components and two Celery workers on loopback, with brokerbench's DAGs and plugin."""
 
     COMPONENTS = {
         "api-server": ["api-server", "--host", "127.0.0.1", "--port", "{port}"],
@@ -89,6 +156,7 @@ class Deployment:
         "dag-processor": ["dag-processor"],
         "triggerer": ["triggerer", "--skip-serve-logs"],
     }
+    WORKERS = ("worker-a", "worker-b")
 
     def __init__(self, root: Path, extra_env: dict[str, str] | None = None):
         self.root = root
@@ -96,22 +164,40 @@ class Deployment:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.pg = Postgres(root)
+        self.celery = CeleryBroker(root)
+        self.s3 = S3Server()
+        self.results_root = f"s3://{BUCKET}/results"
+        self.spark = None
         self.procs: dict[str, subprocess.Popen] = {}
         self.extra_env = extra_env or {}
         self.env: dict[str, str] = {}
         self.http = requests.Session()
 
+    def worker_dir(self, name: str) -> Path:
+        return self.root / name
+
     # -- life cycle -------------------------------------------------------------------
-    def start(self, timeout_s: float = 180) -> None:
+    def start(self, timeout_s: float = 240) -> None:
+        sys.path.insert(0, str(REPO / "tests"))
+        from support.spark_standalone import SparkStandalone
+
         conn = self.pg.start()
+        celery_url = self.celery.start()
+        self.s3.start()
+        self.spark = SparkStandalone(self.root / "spark")
+        self.spark.start(timeout_s=120)
+        host, _, port = self.spark.master_url.rpartition(":")
         self.home.mkdir(parents=True, exist_ok=True)
         venv_bin = str(Path(sys.executable).parent)
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "BROKERBENCH"))},
+            **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "BROKERBENCH", "SPARK_LOCAL"))},
             "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
             "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": "6",
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+            "AIRFLOW__CELERY__BROKER_URL": celery_url,
+            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + conn,
+            "AIRFLOW__CELERY__WORKER_PREFETCH_MULTIPLIER": "1",
+            "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": conn,
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
@@ -124,19 +210,31 @@ class Deployment:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
             "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "AIRFLOW_CONN_BROKERBENCH_SPARK": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "BROKERBENCH_HOME": str(self.root / "brokerbench-home"),
-            "BROKERBENCH_RESULTS_ROOT": str(self.root / "results"),
-            "SPARK_LOCAL_IP": "127.0.0.1",
+            # the results store and its credentials; the Spark cluster; executors reach the driver on loopback
+            "BROKERBENCH_RESULTS_ROOT": self.results_root,
+            "AIRFLOW_CONN_BROKERBENCH_AWS": self.s3.connection(),
+            "AIRFLOW_CONN_BROKERBENCH_SPARK": json.dumps({
+                "conn_type": "spark", "host": host, "port": int(port),
+                "extra": {"conf": {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                                   "spark.pyspark.python": sys.executable}}}),
+            # the local environment is this host: its state and processes live in a host directory every
+            # worker on the host uses (docs/deployment.md); the workers' own disks are separate
+            "BROKERBENCH_LOCAL_STATE_ROOT": str(self.root / "local-host"),
+            "BROKERBENCH_HOME": str(self.root / "scheduler-home"),
             **self.extra_env,
         }
         self.airflow("db", "migrate", timeout=300)
         for name, argv in self.COMPONENTS.items():
-            log = open(self.root / f"{name}.log", "w")
-            self.procs[name] = subprocess.Popen(
-                [str(Path(sys.executable).parent / "airflow"), *[a.format(port=self.port) for a in argv]],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=str(self.root))
+            self._spawn(name, [a.format(port=self.port) for a in argv], self.env, self.root)
+        for name in self.WORKERS:
+            wd = self.worker_dir(name)
+            (wd / "airflow").mkdir(parents=True, exist_ok=True)
+            env = {**self.env, "AIRFLOW_HOME": str(wd / "airflow"), "BROKERBENCH_HOME": str(wd / "home"),
+                   "BROKERBENCH_DEPLOY_WORKER": name,
+                   "AIRFLOW__CORE__HOSTNAME_CALLABLE": "worker_hostname.hostname",
+                   "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), self.env.get("PYTHONPATH")) if p)}
+            self._spawn(name, ["celery", "worker", "--concurrency", "2", "--celery-hostname", f"{name}@%h",
+                               "--skip-serve-logs", "--without-gossip", "--without-mingle"], env, wd)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self.check_alive()
@@ -148,6 +246,12 @@ class Deployment:
             time.sleep(2)
         raise TimeoutError(f"the api-server did not answer on {self.url} within {timeout_s:.0f} s; "
                            f"see {self.root}/api-server.log")
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        log = open(self.root / f"{name}.log", "w")
+        self.procs[name] = subprocess.Popen(
+            [str(Path(sys.executable).parent / "airflow"), *argv], env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(cwd))
 
     def check_alive(self) -> None:
         for name, p in self.procs.items():
@@ -180,26 +284,31 @@ class Deployment:
                 except ProcessLookupError:
                     pass
                 p.wait(timeout=10)
-        # task processes of LocalExecutor live in the scheduler's group; anything else that names our
-        # AIRFLOW_HOME (a stray task runner) goes too
+        # anything else of the deployment (a stray task runner) goes too
         for proc in self.processes():
             try:
                 proc.kill()
             except psutil.Error:
                 pass
+        for part in (self.spark, self.celery, self.s3):
+            try:
+                if part is not None:
+                    part.stop()
+            except Exception as e:  # noqa: BLE001 - stop the rest whatever one did
+                print(f"stopping {type(part).__name__}: {e}")
         self.pg.stop()
 
     def processes(self) -> list[psutil.Process]:
         """Processes of this deployment or its runs still alive (by their environment)."""
         found = []
-        home, bb = str(self.home), str(self.root / "brokerbench-home")
+        root = str(self.root)
         for proc in psutil.process_iter(["pid"]):
             try:
                 env = proc.environ()
             except (psutil.Error, OSError):
                 continue
-            if env.get("AIRFLOW_HOME") == home or env.get("BROKERBENCH_STATE_DIR", "").startswith(bb) or \
-                    env.get("BROKERBENCH_HOME") == bb:
+            if env.get("AIRFLOW_HOME", "").startswith(root) or env.get("BROKERBENCH_STATE_DIR", "").startswith(
+                    str(self.root / "local-host")) or env.get("BROKERBENCH_HOME", "").startswith(root):
                 if proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(proc)
         return found

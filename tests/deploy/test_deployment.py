@@ -1,21 +1,27 @@
-"""brokerbench deployed as users run it: a real Airflow with a scheduler, driven through its REST API.
+"""brokerbench deployed as teams run it nightly, driven through Airflow's REST API.
 
-PostgreSQL metadata database, api-server, scheduler, dag-processor and
-triggerer with LocalExecutor (tests/deploy/harness.py), the project's DAGs and
-plugin, three runs of real measurements on loopback RabbitMQ:
+tests/deploy/harness.py starts, on loopback: PostgreSQL (metadata), RabbitMQ
+(Celery broker), the api-server, scheduler, dag-processor and triggerer with
+CeleryExecutor, two Celery workers that share no disk, moto's server as S3
+holding the results (``s3://brokerbench-deploy/results``) and a Spark standalone
+cluster as the ``brokerbench_spark`` connection. Then, with real measurements on
+a loopback RabbitMQ:
 
-- a manual run of the smoke DAG with params (succeeds, its Report link opens);
-- a bad conf (refused by the API, naming the param);
-- the nightly DAG unpaused, which starts its due scheduled run; a manual run of
-  the same DAG queued behind it; the README's backfill command over 2 dates, at
-  a rate no client here reaches (its rows must come out invalid and stay out of
-  the baseline);
+- a manual run of the smoke DAG with params: succeeds; its tasks ran on both
+  workers; summary, OMB JSON, history and report are in S3; its Spark
+  applications ran on the cluster; its Report link is drawn in Airflow's UI
+  (headless Chromium) and serves the report from S3;
+- a bad conf: refused by the API, naming the param;
+- the nightly DAG unpaused, which starts its due scheduled run, and the
+  README's backfill command for one date at a rate no client here reaches (its
+  rows must come out invalid and stay out of the baseline): both wait for the
+  lease the smoke run holds;
 - the scheduled run stopped from the API while it loads the broker (must end
-  failed, with its workers gone within 10 s).
+  failed, with its workers gone within 10 s);
+- the comparison DAG, started by the history asset events, reads the S3 history.
 
-Then: no two runs measured at the same time (task start/end times), each run's
-final state, no process left, and the Report link drawn in Airflow's own UI in
-headless Chromium.
+Checks at the end: no two runs measured at the same time (task start/end
+times), each run's final state, the lease in S3 free, no process left.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import html
+import io
 import json
 import os
 import re
@@ -34,15 +41,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from harness import Deployment
+from harness import BUCKET, Deployment
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(2400)]
 
 RABBIT = {"brokers": ["rabbitmq"], "variants": ["fsync-off"], "warmup_duration_minutes": 0.05}
 SMOKE = "brokerbench_smoke"
 NIGHTLY = "brokerbench_nightly_latency"
-GROUP = "benchmark.rabbitmq__fsync_off"
+COMPARE = "brokerbench_compare"
 TERMINAL = {"success", "failed"}
 
 
@@ -57,23 +63,17 @@ def _chromium_exe() -> str:
     return exe
 
 
-def _chromium(url: str, output: list[str], budget_ms: int) -> str:
-    """Debian's Chromium, headless, with a fresh profile and no background traffic (this machine has no network)."""
+def chromium(url: str, screenshot: Path | None = None, budget_ms: int = 20000) -> str:
+    """Debian's Chromium, headless, with a fresh profile and no background traffic (this machine has no
+    network): the page's DOM after scripts ran, and a screenshot when asked."""
+    shot = [f"--screenshot={screenshot}"] if screenshot else []
     with tempfile.TemporaryDirectory() as profile:
         out = subprocess.run(
             [_chromium_exe(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}", "--window-size=1400,1000",
-             *output, url], capture_output=True, text=True, timeout=120)
+             "--dump-dom", *shot, url], capture_output=True, text=True, timeout=120)
     return out.stdout
-
-
-def chromium_dom(url: str, budget_ms: int = 20000) -> str:
-    return _chromium(url, ["--dump-dom"], budget_ms)
-
-
-def chromium_screenshot(url: str, path: Path, budget_ms: int = 20000) -> None:
-    _chromium(url, [f"--screenshot={path}"], budget_ms)
 
 
 @pytest.fixture(scope="module")
@@ -87,16 +87,17 @@ def deployment(tmp_path_factory):
         d.stop()
 
 
-def test_runs_measure_one_at_a_time_and_end_in_the_right_state(deployment):
+def test_a_celery_deployment_measures_one_run_at_a_time_and_keeps_everything_in_s3(deployment):
     d = deployment
     dags = d.wait_for("the suite DAGs to be parsed",
                       lambda: {x["dag_id"] for x in d.ok("GET", "/dags", params={"limit": 100})["dags"]}
-                      >= {SMOKE, NIGHTLY} or None, 240)
+                      >= {SMOKE, NIGHTLY, COMPARE} or None, 240)
     assert dags
-    # the README's deployment steps: the pool, unpause the DAG to trigger
+    # the README's deployment steps: the pool, unpause the DAGs to trigger
     d.ok("POST", "/pools", json={"name": "brokerbench_local", "slots": 1,
                                  "description": "brokerbench: tasks that load the local environment's hosts"})
-    d.ok("PATCH", f"/dags/{SMOKE}", json={"is_paused": False})
+    for dag in (SMOKE, COMPARE):
+        d.ok("PATCH", f"/dags/{dag}", json={"is_paused": False})
 
     # 1. a manual run with params
     m1 = d.ok("POST", f"/dags/{SMOKE}/dagRuns",
@@ -108,20 +109,17 @@ def test_runs_measure_one_at_a_time_and_end_in_the_right_state(deployment):
     assert "param brokers" in bad.json()["detail"]
 
     # 3. unpausing the nightly DAG starts its due scheduled run (all brokers, the suite's 2-minute phases);
-    #    a manual run of the same DAG queues behind it; then the README's backfill command, at a rate no
-    #    client reaches here (its rows must come out invalid)
+    #    then the README's backfill command, at a rate no client reaches here (its rows must come out
+    #    invalid); both queue for the lease the smoke run holds
     d.ok("PATCH", f"/dags/{NIGHTLY}", json={"is_paused": False})
     scheduled = d.wait_for("the nightly DAG's due run", lambda: next(
         (r["dag_run_id"] for r in d.runs(NIGHTLY) if r["run_type"] == "scheduled"), None), 120)
-    c = d.ok("POST", f"/dags/{NIGHTLY}/dagRuns",
-             json={"logical_date": None, "conf": {**RABBIT, "test_duration_minutes": 0.25}})["dag_run_id"]
-    assert d.run(NIGHTLY, c)["state"] == "queued"
     backfill_conf = {**RABBIT, "test_duration_minutes": 0.25, "rate_override_msg_s": 2_000_000}
-    d.airflow("backfill", "create", "--dag-id", NIGHTLY, "--from-date", "2026-11-01", "--to-date", "2026-11-02",
+    d.airflow("backfill", "create", "--dag-id", NIGHTLY, "--from-date", "2026-11-01", "--to-date", "2026-11-01",
               "--max-active-runs", "1", "--dag-run-conf", json.dumps(backfill_conf))
-    backfills = d.wait_for("the backfill's runs", lambda: [r["dag_run_id"] for r in d.runs(NIGHTLY)
-                                                           if r["run_type"] == "backfill"] or None, 120)
-    assert len(backfills) == 2, backfills
+    backfills = d.wait_for("the backfill's run", lambda: [r["dag_run_id"] for r in d.runs(NIGHTLY)
+                                                          if r["run_type"] == "backfill"] or None, 120)
+    assert len(backfills) == 1, backfills
 
     # 4. stop the scheduled run while it loads the broker; its workers must be gone within 10 s
     loading = d.wait_for(
@@ -144,13 +142,13 @@ def test_runs_measure_one_at_a_time_and_end_in_the_right_state(deployment):
           f"{time.monotonic() - stopped_at:.1f} s")
 
     # 5. every run ends
-    runs = {SMOKE: [m1], NIGHTLY: [scheduled, c, *backfills]}
+    runs = {SMOKE: [m1], NIGHTLY: [scheduled, *backfills]}
     final = d.wait_for("every run to finish", lambda: _final_states(d, runs), 1800, poll_s=5)
     timeline = _timeline(d, runs)
     _print_timeline(timeline, final)
 
     # -- measured phases never overlapped (nor did any run's hold on the hosts) -----------------------
-    spans = sorted((s, e, run, task) for run, tasks in timeline.items() for task, (s, e) in tasks.items()
+    spans = sorted((s, e, run, task) for run, tasks in timeline.items() for task, (s, e, _) in tasks.items()
                    if task.endswith((".warmup", ".measure", ".deploy", ".undeploy", ".prepare_topics")) and s)
     for (s1, e1, r1, t1), (s2, e2, r2, t2) in zip(spans, spans[1:]):
         if r1 != r2:
@@ -158,7 +156,6 @@ def test_runs_measure_one_at_a_time_and_end_in_the_right_state(deployment):
 
     # -- final states ------------------------------------------------------------------------------------
     assert final[(SMOKE, m1)] == "success"
-    assert final[(NIGHTLY, c)] == "success"
     assert final[(NIGHTLY, scheduled)] == "failed"
     for b in backfills:
         assert final[(NIGHTLY, b)] == "success"
@@ -167,23 +164,65 @@ def test_runs_measure_one_at_a_time_and_end_in_the_right_state(deployment):
     assert s_tis["teardown"] == "success" and s_tis["release_environment"] == "success", s_tis
     assert s_tis["run_outcome"] == "failed", s_tis
 
+    # -- the tasks of one run ran on both workers, which share no disk ------------------------------------
+    ran_on = {}
+    for ti in d.task_instances(SMOKE, m1):
+        if ti["state"] == "success" and ti.get("hostname"):
+            ran_on.setdefault(ti["hostname"], []).append(ti["task_id"])
+    print("tasks of", m1, "by worker:", json.dumps({w: sorted(t) for w, t in ran_on.items()}, indent=1))
+    assert set(ran_on) == set(Deployment.WORKERS), ran_on
+    for w in Deployment.WORKERS:  # each worker's staging copy holds only what its own tasks pulled or wrote
+        assert (d.worker_dir(w) / "home").exists()
+
+    # -- everything of the run is in S3 -------------------------------------------------------------------
+    run_prefix = f"results/runs/{SMOKE}/{_safe(m1)}/"
+    keys = set(d.s3.keys(run_prefix))
+    for rel in ("plan.json", "summary/summary.csv", "summary/timeseries.csv", "summary/run_meta.json",
+                "summary/regression.json", "report.html"):
+        assert run_prefix + rel in keys, (rel, sorted(keys))
+    for folder, suffix in (("summary/summary.parquet/", ".parquet"), ("summary/omb/", ".json")):
+        assert any(k.startswith(run_prefix + folder) and k.endswith(suffix) for k in keys), (folder, sorted(keys))
+    assert any(k.startswith(run_prefix + "raw/") for k in keys)
+    history = d.s3.keys("results/history/")
+    from brokerbench.history import run_key
+
+    m1_key = run_key(SMOKE, m1)
+    assert any(f"/run_key={m1_key}/" in k for k in history), history[:20]
+    print(f"S3 keys of {m1}: {len(keys)} under s3://{BUCKET}/{run_prefix}; history files: "
+          f"{[k for k in history if m1_key in k]}")
+
     # -- invalid rows are marked, kept, and stay out of the baseline ----------------------------------
-    results = d.root / "results"
     for b in backfills:
-        run_dir = next((results / "runs" / NIGHTLY).glob(_safe(b)))
-        with open(run_dir / "summary" / "summary.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
+        prefix = f"results/runs/{NIGHTLY}/{_safe(b)}/summary/"
+        rows = list(csv.DictReader(io.StringIO(d.s3.text(prefix + "summary.csv"))))
         assert rows and all(str(r["status"]).startswith("invalid") for r in rows), rows
-        verdicts = json.loads((run_dir / "summary" / "regression.json").read_text())["verdicts"]
+        verdicts = json.loads(d.s3.text(prefix + "regression.json"))["verdicts"]
         assert verdicts and all(v["verdict"] != "regressed" and "invalid" in json.dumps(v) for v in verdicts)
 
-    # -- nothing left running ------------------------------------------------------------------------------
+    # -- the Spark applications ran on the standalone cluster ---------------------------------------------
+    apps = d.spark.applications()
+    names = sorted(a["name"] for a in apps.get("completedapps", []) + apps.get("activeapps", []))
+    print("Spark applications on the cluster:", names)
+    assert names.count("brokerbench-aggregate") >= 2 and names.count("brokerbench-history") >= 2, names
+
+    # -- the comparison DAG ran from the history asset events and read the S3 history ----------------------
+    compares = d.wait_for("a comparison run after the last history append", lambda: [
+        r for r in d.runs(COMPARE) if r["state"] == "success"
+        and _t(r["end_date"]) > max(e for t in timeline.values() for k, (_, e, _) in t.items()
+                                    if k == "analysis.history" and e)] or None, 300, poll_s=5)
+    assert compares
+    latest = d.s3.text("results/comparisons/latest.html")
+    assert "rabbitmq" in latest.lower()
+    link = d.ok("GET", f"/dags/{COMPARE}/dagRuns/{_q(compares[-1]['dag_run_id'])}/taskInstances/compare/links")
+    assert "s3" in (link["extra_links"].get("Comparison") or ""), link
+
+    # -- nothing left running; the lease in S3 is free -------------------------------------------------
     left = [p for p in d.processes() if "BROKERBENCH_STATE_DIR" in _env(p)]
     assert not left, f"processes of the runs still alive: {[(p.pid, p.name()) for p in left]}"
-    assert not list((d.root / "brokerbench-home" / "locks").glob("*.json")) or \
-        all(not json.loads(f.read_text())["holders"] for f in (d.root / "brokerbench-home" / "locks").glob("*.json"))
+    for k in d.s3.keys("results/locks/"):
+        assert not json.loads(d.s3.text(k))["holders"], k
 
-    # -- the Report link: computed by Airflow, served by the plugin, drawn in the UI --------------------------
+    # -- the Report link: computed by Airflow, served by the plugin from S3, drawn in the UI ------------------
     links = d.ok("GET", f"/dags/{SMOKE}/dagRuns/{_q(m1)}/taskInstances/analysis.report/links")
     report_url = links["extra_links"].get("Report")
     assert report_url and report_url.startswith(("http://", "https://", "/")), links
@@ -191,15 +230,13 @@ def test_runs_measure_one_at_a_time_and_end_in_the_right_state(deployment):
     page = d.http.get(absolute, timeout=30)
     assert page.status_code == 200 and "rabbitmq" in page.text.lower()
     # the task's Details tab draws the extra links ("Extra Links": Report) as a user sees them
-    task_page = f"{d.url}/dags/{SMOKE}/runs/{_q(m1)}/tasks/analysis.report/details"
-    dom = chromium_dom(task_page)
-    anchors = re.findall(r'<a[^>]*href="([^"]*)"[^>]*>Report</a>', dom)
-    assert anchors and html.unescape(anchors[0]) == absolute, (anchors, dom[-2000:])
     shots = Path(os.environ.get("BROKERBENCH_SCREENSHOT_DIR") or d.root)
     shots.mkdir(parents=True, exist_ok=True)
-    chromium_screenshot(task_page, shots / "task-details-report-link.png")
-    chromium_screenshot(absolute, shots / "served-report.png")
-    report_dom = chromium_dom(absolute)
+    task_page = f"{d.url}/dags/{SMOKE}/runs/{_q(m1)}/tasks/analysis.report/details"
+    dom = chromium(task_page, shots / "task-details-report-link.png")
+    anchors = re.findall(r'<a[^>]*href="([^"]*)"[^>]*>Report</a>', dom)
+    assert anchors and html.unescape(anchors[0]) == absolute, (anchors, dom[-2000:])
+    report_dom = chromium(absolute, shots / "served-report.png")
     assert "brokerbench report" in report_dom and "rabbitmq" in report_dom.lower()
     print(f"screenshots: {shots / 'task-details-report-link.png'}, {shots / 'served-report.png'}")
 
@@ -238,7 +275,7 @@ def _timeline(d: Deployment, runs: dict[str, list[str]]) -> dict[str, dict[str, 
     out = {}
     for dag, ids in runs.items():
         for r in ids:
-            out[f"{dag}/{r}"] = {ti["task_id"]: (_t(ti["start_date"]), _t(ti["end_date"]))
+            out[f"{dag}/{r}"] = {ti["task_id"]: (_t(ti["start_date"]), _t(ti["end_date"]), ti.get("hostname"))
                                  for ti in d.task_instances(dag, r)}
     return out
 
@@ -251,10 +288,11 @@ def _print_timeline(timeline: dict, final: dict) -> None:
     print("\nrun timeline (UTC): asked for the lease | held the lease | warm-up + measured phase | final state")
     rows = []
     for run, tasks in timeline.items():
-        ask, got = tasks.get("setup.acquire_environment", (None, None))
-        rel = tasks.get("release_environment", (None, None))[1]
+        ask, got, _ = tasks.get("setup.acquire_environment", (None, None, None))
+        rel = tasks.get("release_environment", (None, None, None))[1]
         phases = [v for k, v in tasks.items() if k.endswith((".warmup", ".measure")) and v[0]]
-        load = (min(s for s, _ in phases), max((e for _, e in phases if e), default=None)) if phases else (None, None)
+        load = ((min(s for s, _, _ in phases), max((e for _, e, _ in phases if e), default=None)) if phases
+                else (None, None))
         rows.append((got or ask, run, ask, got, rel, load))
     for _, run, ask, got, rel, load in sorted(rows, key=lambda r: r[0] or dt.datetime.max.replace(
             tzinfo=dt.timezone.utc)):
