@@ -119,12 +119,12 @@ class S3Store:
     writes (``If-None-Match: *`` to create, ``If-Match: <etag>`` to replace). Workers that share nothing but
     the results bucket still see one lease; a writer that lost the race reads again and retries."""
 
-    def __init__(self, uri: str, aws_conn_id: str | None = None):
+    def __init__(self, uri: str, aws_conn_id: str | None = None, client: Any = None):
         from brokerbench.storage import s3_client, split_s3
 
         self.uri = uri.rstrip("/")
         self.bucket, self.prefix = split_s3(self.uri)
-        self.client = s3_client(aws_conn_id)
+        self.client = client or s3_client(aws_conn_id)
 
     def __str__(self) -> str:
         return self.uri

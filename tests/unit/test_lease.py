@@ -124,18 +124,11 @@ def test_a_lease_bound_to_a_process_goes_with_it(caplog):
 from tests.aws_fixtures import moto_server  # noqa: E402,F401 - a fixture
 
 
-def _race_s3(conn: str, uri: str, name: str, out) -> None:
-    import os
-
-    os.environ.pop("BROKERBENCH_LOCK_DIR", None)
-    os.environ["AIRFLOW_CONN_BROKERBENCH_AWS"] = conn
-    out.put((name, lease.acquire("aws", name, store=lease.store_for(uri)) is None))
-
-
 def test_s3_store_workers_racing_for_one_slot_get_it_once(moto_server, monkeypatch):
-    """Six processes, each with its own S3 client and nothing on disk in common, race for one slot of a lease
+    """Six racers, each with its own S3 client and nothing on disk in common, race for one slot of a lease
     kept in the results bucket: S3's conditional writes let exactly one of them take it."""
     import json
+    import threading
 
     from tests.aws_fixtures import s3_client
 
@@ -144,17 +137,21 @@ def test_s3_store_workers_racing_for_one_slot_get_it_once(moto_server, monkeypat
     uri = "s3://bench-leases/results"
     store = lease.store_for(uri)
     assert str(store) == "s3://bench-leases/results/locks"
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    conn = json.dumps(moto_server["conn"])
-    procs = [ctx.Process(target=_race_s3, args=(conn, uri, f"run-{i}", out)) for i in range(6)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    results = [out.get(timeout=5) for _ in procs]
-    winners = [name for name, won in results if won]
-    assert len(winners) == 1, results
+    results: dict[str, bool] = {}
+    start = threading.Barrier(6)
+
+    def race(name: str) -> None:
+        mine = lease.S3Store(f"{uri}/locks", client=s3_client(moto_server))
+        start.wait()
+        results[name] = lease.acquire("aws", name, store=mine) is None
+
+    threads = [threading.Thread(target=race, args=(f"run-{i}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    winners = [name for name, won in results.items() if won]
+    assert len(results) == 6 and len(winners) == 1, results
     assert set(lease.holders("aws", store)) == set(winners)
     # the document is where the store says, readable by anyone with the bucket
     body = s3_client(moto_server).get_object(Bucket="bench-leases", Key="results/locks/aws.json")["Body"].read()
