@@ -54,7 +54,9 @@ def staging_root(root: str) -> Path:
     if not is_s3(root):
         return Path(root)
     bucket, prefix = split_s3(root)
-    home = Path(os.environ.get("BROKERBENCH_HOME") or Path(__file__).resolve().parents[2] / ".brokerbench")
+    from brokerbench.resources import brokerbench_home
+
+    home = brokerbench_home()
     safe = [re.sub(r"[^A-Za-z0-9._=-]", "_", p) for p in [bucket, *prefix.split("/")] if p]
     return home.joinpath("s3-staging", *safe)
 
