@@ -145,7 +145,8 @@ def render_comparison(rows: list[dict[str, Any]], title: str = "brokerbench comp
              f"{esc(left_out)}</p>",
              "<h2>Versions of one broker</h2>"]
     if not versions:
-        parts.append("<p>No history yet.</p>")
+        parts.append("<p>No valid history yet: every row in the history was left out (above).</p>" if excluded
+                     else "<p>No history yet.</p>")
     for (b, w, v, e), vrows in versions.items():
         parts.append(f"<h3>{esc(b)} — {esc(w)} — {esc(v)} — {esc(e)}</h3>")
         cols = ["broker_version", "broker_implementation", "runs", "run_ts", "publish_rate_msg_s",
