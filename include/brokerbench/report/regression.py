@@ -9,6 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from brokerbench import util
+
 CSV_COLUMNS = ["workload", "broker", "variant", "broker_version", "metric", "better", "verdict", "rule", "value",
                "baseline_median", "baseline_spread", "baseline_n", "change", "change_percent", "threshold",
                "p_value", "evidence"]
@@ -49,9 +51,6 @@ def _fmt(value: Any) -> str:
 
 
 def text_table(verdicts: Iterable[Any], columns: Sequence[str] = TEXT_COLUMNS) -> str:
+    """Verdicts (objects or dicts) as a plain-text table for task logs."""
     rows = [v if isinstance(v, dict) else v.to_dict() for v in verdicts]
-    body = [[_fmt(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(line[i]) for line in body]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in body]
-    return "\n".join(lines)
+    return util.text_table(columns, [[_fmt(r.get(c)) for c in columns] for r in rows])
