@@ -640,7 +640,7 @@ def compare(results_root: str, out_name: str, environment: str | None = None,
         rows = [r for r in read_history(root(local)) if r.get("status") == "ok"
                 and (not environment or r.get("environment") == environment)
                 and (not brokers or r.get("broker") in brokers)]
-    log.info("comparison (latest run per broker, %d history rows read from %s):\n%s", len(rows),
+    log.info("comparison (latest run per broker) of %d ok history rows read from %s:\n%s", len(rows),
              f"{results_root.rstrip('/')}/history", text_summary(rows))
     log.info("comparison report: %s", path)
     return str(path)
