@@ -46,6 +46,21 @@ def _new_chart():
     return fig, fig.add_subplot(1, 1, 1)
 
 
+def _legend_or_no_data(ax, has_data: bool, loc: str = "best", fontsize: int = 8) -> None:
+    if has_data:
+        ax.legend(fontsize=fontsize, loc=loc)
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+
+
+def _png(fig) -> str:
+    """The laid-out figure as base64-encoded PNG."""
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 def _finish(fig, ax, title: str, x_label: str, y_label: str, has_data: bool, legend_loc: str = "best") -> str:
     """Titles, labels, grid and legend (or "no data"); the chart as base64-encoded PNG."""
     ax.set_title(title, fontsize=11)
@@ -53,14 +68,8 @@ def _finish(fig, ax, title: str, x_label: str, y_label: str, has_data: bool, leg
     ax.set_ylabel(y_label)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    if has_data:
-        ax.legend(fontsize=8, loc=legend_loc)
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    _legend_or_no_data(ax, has_data, legend_loc)
+    return _png(fig)
 
 
 def line_chart_png(
@@ -194,14 +203,8 @@ def trend_chart_png(title: str, y_label: str, series: Sequence[tuple[str, list[s
     time_axis(ax, drawn)
     ax.set_title(title, fontsize=11)
     ax.set_xlabel("run time (UTC)")
-    if drawn:
-        ax.legend(fontsize=8, loc="best")
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    _legend_or_no_data(ax, bool(drawn))
+    return _png(fig)
 
 
 def track_panels_png(title: str, panels: Sequence[Panel]) -> str:
@@ -221,7 +224,4 @@ def track_panels_png(title: str, panels: Sequence[Panel]) -> str:
         axes[0].text(0.5, 0.5, "no data", ha="center", va="center", transform=axes[0].transAxes)
     axes[-1].set_xlabel("run time (UTC)", fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return _png(fig)
