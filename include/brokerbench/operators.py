@@ -330,9 +330,7 @@ class AggregateResultsOperator(BrokerbenchSparkOperator):
         log.info("== %s (try %s): spark-submit on %s", self.task_id, context["ti"].try_number, ctx.results_uri)
         self.check_connection()
         with ctx.synced() as sync:  # s3:// results: the job reads the run from S3; its tables are pushed after
-            measured = (any("/measure/" in k or "/sweep/" in k for k in sync.listing(f"runs/{ctx.run_key}/raw/"))
-                        if sync else pipeline.has_measurements(ctx))
-            if not measured:
+            if not pipeline.has_measurements(ctx, sync):
                 raise AirflowFailException(f"no measured results under {ctx.results_uri}/raw: nothing to aggregate")
             out = ctx.run_dir / "summary"
             return self.submit(context, ["--run-dir", ctx.results_uri, "--out-dir", str(out)], ctx.results_root)

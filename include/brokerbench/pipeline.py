@@ -79,21 +79,17 @@ class RunContext:
         ``hostmetrics/``), then ``raw(ctx)`` (result directories relative to the run dir, e.g. those a
         retried phase checks) and, with ``history``, the history partitions of the run's brokers; after it
         (also when it fails), push what the task wrote. Yields the S3Sync, or None for a local root."""
-        from brokerbench.storage import S3Sync, is_s3
+        from brokerbench.storage import synced
 
-        if not is_s3(self.results_root):
-            yield None
-            return
-        sync = S3Sync(self.results_root)
         run = f"runs/{self.run_key}/"
-        sync.pull([run], exclude=tuple(run + b for b in RUN_BULK))
-        extra = [run + r.strip("/") + "/" for r in (raw(self) if raw else [])]
-        sync.pull(extra + (self.history_prefixes() if history else []))
-        before = sync.snapshot([run])
-        try:
+
+        def more() -> list[str]:  # after the run's small files came: they name what else to pull
+            extra = [run + r.strip("/") + "/" for r in (raw(self) if raw else [])]
+            return extra + (self.history_prefixes() if history else [])
+
+        with synced(self.results_root, [run], push=[run], exclude=tuple(run + b for b in RUN_BULK),
+                    more=more) as sync:
             yield sync
-        finally:
-            sync.push([run], before)
 
     def history_prefixes(self) -> list[str]:
         """The history partitions (relative to the results root) this run's verdicts and report read: one
@@ -508,8 +504,19 @@ def undeploy(ctx: RunContext, broker: str) -> None:
 
 # -- analysis and teardown ------------------------------------------------------
 
-def has_measurements(ctx: RunContext) -> bool:
-    return any((ctx.run_dir / "raw").glob("*/*/*/measure/*.jsonl"))
+#: result files of a measured phase (a throughput sweep's measured phase is written to "sweep"), under raw/
+MEASURED_FILES = ("*/*/*/measure/*.jsonl", "*/*/*/sweep/*.jsonl")
+
+
+def has_measurements(ctx: RunContext, sync=None) -> bool:
+    """Whether the run has a measured phase's result file: in the results store's listing when ``sync`` (an
+    S3Sync) is given, else in the run directory."""
+    if sync is not None:
+        import fnmatch
+
+        prefix = f"runs/{ctx.run_key}/raw/"
+        return any(fnmatch.fnmatch(k[len(prefix):], pat) for k in sync.listing(prefix) for pat in MEASURED_FILES)
+    return any(next((ctx.run_dir / "raw").glob(pat), None) for pat in MEASURED_FILES)
 
 
 def report(ctx: RunContext) -> str:
@@ -543,7 +550,7 @@ def publish_history(ctx: RunContext, sync, out: Path) -> dict[str, int]:
         raise RuntimeError(f"the history job wrote no manifest {manifest_path}: nothing to publish")
     files = [str(f).lstrip("/") for f in json.loads(manifest_path.read_text())["files"]]
     for rel in files:
-        sync.client.upload_file(str(out / rel), sync.bucket, sync._key(f"history/{rel}"))
+        sync.client.upload_file(str(out / rel), sync.bucket, sync.key(f"history/{rel}"))
     mine = f"/run_key={key}/"
     stale = [rel for rel in sync.listing("history/")
              if mine in f"/{rel}" and rel.removeprefix("history/") not in set(files)]

@@ -32,7 +32,7 @@ import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 log = logging.getLogger("brokerbench")
 
@@ -101,14 +101,14 @@ class S3Sync:
         self.client = s3_client(aws_conn_id)
         self.uploaded: list[str] = []
 
-    def _key(self, rel: str) -> str:
+    def key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
     def listing(self, rel_prefix: str) -> dict[str, tuple[int, str]]:
         """Relative path -> (size, ETag) of every object under ``rel_prefix``."""
         out = {}
-        base = self._key(rel_prefix)
-        strip = len(self._key("")) if self.prefix else 0
+        base = self.key(rel_prefix)
+        strip = len(self.key("")) if self.prefix else 0
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
             for obj in page.get("Contents", []):
                 out[obj["Key"][strip:].lstrip("/") if self.prefix else obj["Key"]] = (obj["Size"],
@@ -126,7 +126,7 @@ class S3Sync:
                     continue
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_name(path.name + ".s3tmp")
-                self.client.download_file(self.bucket, self._key(rel), str(tmp))
+                self.client.download_file(self.bucket, self.key(rel), str(tmp))
                 tmp.replace(path)
                 n += 1
         if n:
@@ -155,7 +155,7 @@ class S3Sync:
                     continue  # unchanged here, and S3 has it
                 if have and have[0] == st[0] and ("-" in have[1] or have[1] == _md5(path)):
                     continue
-                self.client.upload_file(str(path), self.bucket, self._key(rel))
+                self.client.upload_file(str(path), self.bucket, self.key(rel))
                 self.uploaded.append(rel)
                 n += 1
         if n:
@@ -165,20 +165,23 @@ class S3Sync:
     def delete(self, rels: list[str]) -> int:
         for i in range(0, len(rels), 1000):
             self.client.delete_objects(Bucket=self.bucket, Delete={
-                "Objects": [{"Key": self._key(r)} for r in rels[i:i + 1000]], "Quiet": True})
+                "Objects": [{"Key": self.key(r)} for r in rels[i:i + 1000]], "Quiet": True})
         return len(rels)
 
 
 @contextmanager
-def synced(results_root: str, pull: list[str], push: list[str] | None = None,
-           exclude: tuple[str, ...] = ()) -> Iterator[S3Sync | None]:
-    """Pull ``pull`` (minus ``exclude``) before the block; push what changed under ``push`` (default: the
-    same prefixes) after it, also when it fails. Yields the :class:`S3Sync`, or None for a local root."""
+def synced(results_root: str, pull: list[str], push: list[str] | None = None, exclude: tuple[str, ...] = (),
+           more: Callable[[], list[str]] | None = None) -> Iterator[S3Sync | None]:
+    """Pull ``pull`` (minus ``exclude``) before the block, then the prefixes ``more()`` names (it may read what
+    came with the first pull); push what changed under ``push`` (default: the same prefixes) after it, also
+    when it fails. Yields the :class:`S3Sync`, or None for a local root."""
     if not is_s3(results_root):
         yield None
         return
     sync = S3Sync(results_root)
     sync.pull(pull, exclude)
+    if more is not None:
+        sync.pull(more())
     push = pull if push is None else push
     before = sync.snapshot(push)
     try:

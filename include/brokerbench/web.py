@@ -270,7 +270,7 @@ class _S3:
         from botocore.exceptions import ClientError
 
         try:
-            obj = self.sync.client.get_object(Bucket=self.sync.bucket, Key=self.sync._key("/".join(rel)))
+            obj = self.sync.client.get_object(Bucket=self.sync.bucket, Key=self.sync.key("/".join(rel)))
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
                 return None
@@ -288,7 +288,7 @@ class _S3:
     def listing(self, rel: list[str]) -> list[tuple[str, int]]:
         from botocore.exceptions import ClientError
 
-        prefix = self.sync._key("/".join(rel)) + "/"
+        prefix = self.sync.key("/".join(rel)) + "/"
         out = []
         try:
             for page in self.sync.client.get_paginator("list_objects_v2").paginate(Bucket=self.sync.bucket,

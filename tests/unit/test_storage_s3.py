@@ -73,6 +73,8 @@ def test_a_task_pulls_what_it_reads_and_pushes_what_it_writes(s3, tmp_path, monk
     with ctx2.synced(history=True) as sync:
         assert ctx2.plan_path.exists()  # small files of the run come along
         assert not (ctx2.run_dir / "raw").exists()  # the bulky ones do not
+        assert pipeline.has_measurements(ctx2, sync)  # ... but the store's listing shows the measured phase
+        assert not pipeline.has_measurements(ctx2)
         assert not (ctx2.run_dir / "hostmetrics").exists()
         hist = ctx2.local_results_root / "history"
         assert {p.name for p in hist.iterdir()} == {"broker=kafka", "broker=rabbitmq"}  # not pulsar's
