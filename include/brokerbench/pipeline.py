@@ -297,9 +297,10 @@ def _endpoint(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
 
 
 def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
-    """Topic and subscription names, unique per run (OMB uses random names)."""
+    """Topic and subscription names, unique per run (OMB uses random names); the trials of a workload share
+    them (the first trial's warm-up prepared them)."""
     tag = hashlib.sha1(ctx.run_key.encode()).hexdigest()[:8]
-    base = safe_name(f"bb-{tag}-{item.workload.id}-{item.variant}")
+    base = safe_name(f"bb-{tag}-{item.base_workload_id}-{item.variant}")
     topics = [f"{base}-{t}" for t in range(item.workload.topics)]
     # the tag too: a Kafka consumer group named "sub-0" would otherwise be shared
     # with every earlier run on the same broker
@@ -362,6 +363,8 @@ def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
     hold_environment(ctx)
     created = []
     for item in _items(ctx, broker, variant):
+        if not item.warms_up:
+            continue  # a later trial: the first trial's topics
         job = _job(ctx, item, endpoint, "prepare", 0, 1, "prepare")
         prepare_job(job)
         created += job["topics"]
@@ -429,7 +432,9 @@ def keep_best_attempt(final: Path, attempt: Path) -> Path:
 def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[dict[str, Any]]:
     """Run the warm-up or the measured phase of every workload of broker x variant.
 
-    A retried task skips workloads whose result is already complete. A
+    With trials (plan ``trials`` > 1) the measured phase runs each workload's
+    trials back to back, each into its own result files; only the first trial
+    has a warm-up. A retried task skips workloads whose result is already complete. A
     failing workload does not stop the others; the task fails at the end,
     naming every failure, with all result files kept.
     """
@@ -443,6 +448,8 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
     env.health(broker)  # a broker that died fails here, by name, before any load
     outcomes, failures = [], []
     for item in _items(ctx, broker, variant):
+        if phase == "warmup" and not item.warms_up:
+            continue  # trial 2..N: measured right after the trial before it, on the same warm topics
         minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
         if not minutes:
             log.info("%s: no %s configured", item.key, phase)
@@ -492,6 +499,8 @@ def phase_timeout_s(ctx: RunContext, broker: str, variant: str, phase: str) -> f
     """A phase task's execution_timeout: each workload's phase plus the workers' bound, plus 5 minutes."""
     total = 0.0
     for item in _items(ctx, broker, variant):
+        if phase == "warmup" and not item.warms_up:
+            continue
         minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
         if minutes:
             total += minutes * 60.0 + WORKER_GRACE_S
@@ -587,7 +596,10 @@ def verdicts(ctx: RunContext) -> dict[str, Any]:
 
     key = run_key(ctx.dag_id, ctx.run_id)
     rule = Rule(min_runs=int(ctx.params.get("regression_min_runs") or Rule.min_runs))
-    history = read_history(history_root(ctx))
+    from brokerbench.trials import combine
+
+    # a run's trials are one value per metric and track, in this run and in every earlier one
+    history = combine(read_history(history_root(ctx)))
     current = [r for r in history if r.get("run_key") == key]
     if not current:
         raise RuntimeError(f"no rows of run {key} in the history at {history_root(ctx)}: the history step "

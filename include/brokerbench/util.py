@@ -5,6 +5,8 @@
   ``A-Z a-z 0-9 . _ = -`` kept, anything else (``:``, ``+``, ``/``, spaces) becomes ``_``.
 * :func:`run_key`: a DAG run's key, ``<safe dag_id>/<safe run_id>``.
 * :func:`dag_id_for`: the DAG id of a suite, ``brokerbench_<suite>`` with ``-`` as ``_``.
+* :func:`trial_id` / :func:`split_trial`: the workload id of one trial of a run with
+  ``trials`` > 1, ``<workload>.trial<k>``, and back.
 * :func:`write_atomic` / :func:`write_json_atomic`: a reader never sees half a file.
 * :func:`text_table`: a plain-text table (tabulate).
 
@@ -35,6 +37,25 @@ def run_key(dag_id: str, run_id: str) -> str:
 def dag_id_for(suite_name: str) -> str:
     """The DAG id of a suite."""
     return f"brokerbench_{suite_name}".replace("-", "_")
+
+
+#: what a trial's workload id appends: ``<workload>.trial<k>``. Only characters :func:`safe_name`
+#: and ``spec.common.path_safe`` keep, never ``__`` (it separates fields of labels and file names),
+#: and no Hive partition escaping: result paths, labels, summary rows and the history's
+#: ``workload=`` partition carry it unchanged. Workload files may not end in it (spec.workload).
+TRIAL_SEP = ".trial"
+_TRIAL = re.compile(r"^(?P<base>.+)\.trial(?P<k>[1-9][0-9]*)$")
+
+
+def trial_id(workload_id: str, k: int) -> str:
+    """The workload id of trial ``k`` (1-based) of ``workload_id``."""
+    return f"{workload_id}{TRIAL_SEP}{k}"
+
+
+def split_trial(workload_id: str) -> tuple[str, int | None]:
+    """(base workload id, trial number) of a workload id; (the id, None) when it names no trial."""
+    m = _TRIAL.match(workload_id or "")
+    return (m.group("base"), int(m.group("k"))) if m else (workload_id, None)
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:

@@ -56,6 +56,15 @@ def _results_root(suite: Any) -> str:
 
 
 ROLES = ("broker", "metadata", "client")
+#: the most trials a run may have (``trials`` param and suite field)
+MAX_TRIALS = 20
+
+
+def trials_number(v: Any) -> Any:
+    """``trials`` before pydantic's integer check: refuse what it would coerce but is no count (true, 2.5)."""
+    if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+        raise ValueError(f"must be a whole number from 1 to {MAX_TRIALS} (got {v!r})")
+    return v
 
 PARAMS: tuple[RunParam, ...] = (
     RunParam("brokers", "plan", "Brokers to benchmark",
@@ -76,6 +85,10 @@ PARAMS: tuple[RunParam, ...] = (
              {"type": ["null", "integer"], "minimum": 0}),
     RunParam("interval_seconds", "plan", "Reporting interval of the workers (s); empty = the suite's intervalSeconds",
              {"type": ["null", "integer"], "exclusiveMinimum": 0}),
+    RunParam("trials", "plan",
+             "Measured phase runs per workload, back to back after one warm-up; the run's value per metric is the "
+             "median of the valid trials (docs/analytics.md); default: the suite's trials (1)",
+             {"type": "integer", "minimum": 1, "maximum": MAX_TRIALS}, lambda s: s.trials),
     RunParam("environment", "plan", "Where the brokers run", {"type": "string", "enum": ["local", "aws"]},
              lambda s: s.environment),
     RunParam("results_root", "plan", "Results directory (or s3://bucket/prefix)",
@@ -114,7 +127,7 @@ def _type_text(schema: dict[str, Any]) -> str:
     text = " or ".join(types)
     if "enum" in schema:
         text += " (" + ", ".join(map(str, schema["enum"])) + ")"
-    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">")):
+    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "and <=")):
         if key in schema:
             text += f" {sign} {schema[key]}"
     return text + (", empty allowed" if "null" in (schema.get("type") or []) else "")

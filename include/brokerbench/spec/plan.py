@@ -5,6 +5,14 @@ between Airflow tasks as JSON (``plan.to_json()`` / ``Plan.from_json()``) and
 is written to ``plan.json`` next to the results.
 
 Precedence for workload fields: workload file < suite ``overrides`` < params.
+
+Trials: with ``trials`` = N > 1 (param, else the suite's field) every measured
+item becomes N items, one per trial, whose workload id is ``<id>.trial<k>``
+(``util.trial_id``). They follow each other in the plan, so the measure task
+runs them back to back; they share the first trial's topics and subscriptions
+(``PlanItem.base_workload_id``), which alone is warmed up and prepared. With
+N = 1 the plan is what it was without trials (no suffix, same result paths
+and history keys).
 """
 
 from __future__ import annotations
@@ -15,9 +23,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator
 
+from ..util import split_trial, trial_id
 from .common import SUPPORTED_BROKERS, path_safe, spec_root
 from .driver import DriverSpec
 from .errors import SpecError, from_validation_error
+from .params import MAX_TRIALS, trials_number
 from .suite import Suite, load_driver_ref, load_variant_ref, load_workload_ref
 from .variant import apply_variant
 from .workload import Workload, normalize_workload_keys
@@ -51,8 +61,11 @@ class RunParams(BaseModel):
     environment: Literal["local", "aws"] | None = None
     results_root: str | None = None
     interval_seconds: int | None = Field(default=None, gt=0)
+    trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
 
     _lists = field_validator("brokers", "workloads", "variants", mode="before")(_comma_list)
+
+    _trials = field_validator("trials", mode="before")(trials_number)
 
     @field_validator("brokers")
     @classmethod
@@ -93,6 +106,20 @@ class PlanItem(BaseModel):
     durability_level: str | None = None
     driver_overrides: dict[str, Any] = Field(default_factory=dict)
     broker_settings: dict[str, Any] = Field(default_factory=dict)
+    #: which trial (1..trials) this item is; None when the run has one trial
+    trial: int | None = None
+    #: trials of this workload in the run
+    trials: int = 1
+
+    @property
+    def base_workload_id(self) -> str:
+        """The workload's own id (without a trial suffix): its topics, subscriptions and track."""
+        return split_trial(self.workload.id)[0] if self.trial is not None else self.workload.id
+
+    @property
+    def warms_up(self) -> bool:
+        """Only the first trial is warmed up (and prepares the topics the later trials reuse)."""
+        return self.trial is None or self.trial == 1
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -112,6 +139,8 @@ class Plan(BaseModel):
     environment_settings: dict[str, Any] = Field(default_factory=dict)
     results_root: str
     interval_seconds: int = Field(gt=0)
+    #: measured phases per workload (docs/analytics.md, "Trials")
+    trials: int = 1
     params: dict[str, Any] = Field(default_factory=dict)
     items: list[PlanItem]
 
@@ -172,6 +201,7 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
             raise SpecError(f"{e.message} (workload {w.id!r})", field=_PARAM_OF.get(e.field or "", e.field)) from None
         resolved.append(w)
 
+    trials = p.trials or suite.trials
     items = []
     for broker, driver in drivers.items():
         for variant in variants:
@@ -183,10 +213,17 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
                                     f"message to every queue, so it needs partitionsPerTopic 1; workload "
                                     f"{workload.id!r} has {workload.partitions_per_topic} (use DIRECT or TOPIC)",
                                     file=file, field=f"brokers.{broker}")
-                items.append(PlanItem(
+                item = PlanItem(
                     workload=workload, driver=applied, broker=broker, variant=variant.name,  # type: ignore[arg-type]
                     variant_description=variant.description, durability_level=variant.durability_level,
-                    driver_overrides=section.driver_overrides, broker_settings=section.broker_settings))
+                    driver_overrides=section.driver_overrides, broker_settings=section.broker_settings)
+                if trials == 1:
+                    items.append(item)
+                    continue
+                for k in range(1, trials + 1):
+                    items.append(item.model_copy(update={
+                        "workload": workload.model_copy(update={"id": trial_id(workload.id, k)}),
+                        "trial": k, "trials": trials}))
 
     return Plan(
         suite=suite.name,
@@ -195,6 +232,7 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
         environment_settings=suite.environment_settings,
         results_root=p.results_root or default_results_root(),
         interval_seconds=p.interval_seconds or suite.interval_seconds,
+        trials=trials,
         params=p.model_dump(exclude_none=True),
         items=items,
     )

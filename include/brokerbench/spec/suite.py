@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from .common import SUPPORTED_BROKERS, read_yaml, resolve
 from .driver import DriverSpec, load_driver
 from .errors import MissingFileError, SpecError, display_path, from_validation_error
+from .params import MAX_TRIALS, trials_number
 from .variant import Variant, apply_variant, load_variant
 from .workload import Workload, load_workload, normalize_workload_keys
 
@@ -41,6 +42,8 @@ class Suite(BaseModel):
     variants: list[str] = Field(min_length=1)
     overrides: dict[str, Any] = Field(default_factory=dict)
     interval_seconds: int = Field(default=10, alias="intervalSeconds", gt=0)
+    #: measured phases per workload in a run (param ``trials`` overrides); docs/analytics.md, "Trials"
+    trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
     environment_settings: dict[str, Any] = Field(default_factory=dict, alias="environmentSettings")
 
     _source: Path | None = PrivateAttr(default=None)
@@ -62,6 +65,8 @@ class Suite(BaseModel):
             raise ValueError(f"must be null, a preset ({', '.join(SCHEDULE_PRESETS)}) "
                              f"or a 5-field cron expression (got {v!r})")
         return v
+
+    _trials = field_validator("trials", mode="before")(trials_number)
 
     @field_validator("workloads", "variants")
     @classmethod

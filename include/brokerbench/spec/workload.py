@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
+from ..util import TRIAL_SEP, split_trial
 from .common import path_safe, read_yaml, resolve, spec_root
 from .errors import FieldValueError, SpecError, from_validation_error
 
@@ -178,6 +179,9 @@ def normalize_workload_keys(overrides: dict[str, Any], file: str | os.PathLike[s
 def load_workload(name_or_path: str | os.PathLike[str]) -> Workload:
     """Load and validate a workload: a bare name is SPEC_ROOT/workloads/<name>.yaml."""
     path = resolve("workloads", name_or_path)
+    if split_trial(path.stem)[1] is not None:
+        raise SpecError(f"a workload file name may not end in '{TRIAL_SEP}<number>': that suffix names one trial "
+                        f"of a run with trials > 1 (rename {path.name})", file=path)
     data = read_yaml(path)
     data["id"] = path.stem
     data.pop("payload_path", None)
