@@ -331,6 +331,9 @@ def verdicts_for_run(
         base_rows, excluded = earlier_rows(row, history)
         for metric in rule.metrics:
             j = judge_series(base_rows, row, metric, rule)
+            if row.get("trials"):  # brokerbench.trials.combine: this run's value is the median of its trials
+                j["evidence"] += (f"; this run's value: median of {row.get('trials_valid')} valid of "
+                                  f"{row.get('trials')} trials")
             if excluded:
                 j["evidence"] += f"; {excluded} earlier run(s) of this track not ok (invalid or partial): not used"
             out.append(Verdict(

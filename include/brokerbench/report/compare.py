@@ -30,6 +30,7 @@ from typing import Any, Iterable, Sequence
 
 from brokerbench.changepoint import compare_versions
 from brokerbench.history import latest_per, read_history
+from brokerbench.trials import combine
 from brokerbench.util import write_atomic
 
 from .charts import trend_chart_png
@@ -161,7 +162,7 @@ def text_summary(rows: list[dict[str, Any]]) -> str:
 def build_comparison(history_root: str | Path, out_dir: str | Path, environment: str | None = None,
                      brokers: Sequence[str] | None = None) -> Path:
     """Write ``<out_dir>/comparison.html`` from the history store; returns its path."""
-    everything = read_history(history_root)
+    everything = combine(read_history(history_root))  # one row per run and track, trials combined
     rows = _ok(everything, environment, brokers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brokerbench.trials import combine
+
 #: column name suffix -> unit shown in headers (longest suffixes first)
 UNIT_SUFFIXES = [
     ("_msg_s", "msg/s"),
@@ -132,8 +134,10 @@ class RunData:
     regression: dict[str, Any] | None = None
     #: summary/sweep.csv rows (throughput sweep steps)
     sweep: list[dict[str, Any]] = field(default_factory=list)
-    #: history rows of this run's tracks (every version), for trend lines
+    #: history rows of this run's tracks (every version), trials combined (brokerbench.trials), for trend lines
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: the summary with each measurement's trials combined into one row (= ``summary`` without trials)
+    combined: list[dict[str, Any]] = field(default_factory=list)
 
     def durability(self, broker: str, variant: str, row: dict[str, Any] | None = None) -> dict[str, Any]:
         """honoured (True/False/None = unknown), note, settings, implementation, version."""
@@ -167,7 +171,7 @@ def load_run(run_dir: str | Path, history_root: str | Path | None = None) -> Run
         plan = None
     dag_id = run_dir.parent.name if run_dir.parent.parent.name == "runs" else None
     data = RunData(run_dir=run_dir, dag_id=dag_id, run_id=run_dir.name, summary_columns=summary_columns,
-                   summary=summary, timeseries=timeseries, plan=plan)
+                   summary=summary, timeseries=timeseries, plan=plan, combined=combine(summary))
     omb_dir = run_dir / "summary" / "omb"
     if omb_dir.is_dir():
         data.omb = [d for d in (read_json(p) for p in sorted(omb_dir.glob("*.json"))) if isinstance(d, dict)]
@@ -175,7 +179,7 @@ def load_run(run_dir: str | Path, history_root: str | Path | None = None) -> Run
     data.regression = regression if isinstance(regression, dict) else None
     _, data.sweep = read_table(run_dir / "summary" / "sweep.csv")
     if history_root is not None and summary:
-        data.history = _track_history(history_root, summary)
+        data.history = _track_history(history_root, data.combined)
     prov_dir = run_dir / "provenance"
     if prov_dir.is_dir():
         for path in sorted(prov_dir.glob("*.json")):
@@ -193,12 +197,13 @@ def load_run(run_dir: str | Path, history_root: str | Path | None = None) -> Run
 
 
 def _track_history(history_root: str | Path, summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """History rows of the run's brokers x workloads x variants (all versions); [] if unreadable."""
+    """History rows of the run's brokers x workloads x variants (all versions), one per run and track (trials
+    combined); [] if unreadable. ``summary``: the run's combined rows."""
     try:
         from brokerbench.history import read_history
 
         wanted = {(r.get("broker"), r.get("workload"), r.get("variant")) for r in summary}
-        rows = read_history(history_root)
+        rows = combine(read_history(history_root))
     except Exception:  # a broken history must never stop the run's own report
         return []
     return [r for r in rows if (r.get("broker"), r.get("workload"), r.get("variant")) in wanted]

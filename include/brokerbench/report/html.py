@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import brokerbench
 from brokerbench.regression import METRICS, split_status, track_changes, validity_rules, verdict_class
+from brokerbench.trials import spread_columns, trials_of
 from brokerbench.util import text_table, write_atomic
 
 from .charts import line_chart_png, quantile_chart_png, series_by_combo, track_panels_png
@@ -69,11 +70,14 @@ def status_kind(row: dict[str, Any]) -> str:
 
 
 
-def results_table(data: RunData, columns: Sequence[str]) -> dict[str, Any]:
-    """The results table's columns and rows (the template marks rows and formats cells)."""
+def results_table(data: RunData, columns: Sequence[str], rows_in: Sequence[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+    """The results table's columns and rows (the template marks rows and formats cells). ``rows_in``: the
+    rows shown (default: the summary's). A combined row (brokerbench.trials) carries ``trials``: its text
+    ("median of N trials") and per judged metric the trials' min..max."""
     columns = [c for c in columns if not data.summary_columns or c in data.summary_columns]
     rows = []
-    for row in data.summary:
+    for row in (data.summary if rows_in is None else rows_in):
         classes = []
         not_honoured = _not_honoured(data, row)
         if not_honoured:
@@ -81,8 +85,45 @@ def results_table(data: RunData, columns: Sequence[str]) -> dict[str, Any]:
         if _is_partial(row):
             classes.append("invalid" if status_kind(row) == "invalid" else "partial")
         rows.append({"classes": " ".join(classes), "not_honoured": not_honoured,
-                     "status": str(row.get("status") or ""), "cells": {c: row.get(c) for c in columns}})
+                     "status": str(row.get("status") or ""), "cells": {c: row.get(c) for c in columns},
+                     "trials": trials_text(row), "spread": _spreads(row, columns)})
     return {"columns": columns, "rows": rows}
+
+
+def trials_text(row: dict[str, Any]) -> str:
+    """"median of N trials" (with how many were valid when not all) for a combined row, "" otherwise."""
+    n = row.get("trials")
+    if not n:
+        return ""
+    valid = row.get("trials_valid")
+    text = f"median of {n} trials"
+    if valid != n:
+        text += f" ({valid} valid)" if valid else " (none valid: median of all, not judged)"
+    return text
+
+
+def _spreads(row: dict[str, Any], columns: Sequence[str]) -> dict[str, str]:
+    """column -> "min..max" of the trials, for the judged metrics of a combined row."""
+    if not row.get("trials"):
+        return {}
+    out = {}
+    for m in METRICS:
+        lo, hi = spread_columns(m.column)
+        if m.column in columns and row.get(lo) is not None:
+            out[m.column] = f"{format_value(row.get(lo))}..{format_value(row.get(hi))}"
+    return out
+
+
+def trials_section(data: RunData) -> list[dict[str, Any]]:
+    """Per combined row with trials: its label and a results table of its trials (each with its own figures)."""
+    out = []
+    for row in data.combined:
+        trials = trials_of(row, data.summary)
+        if trials:
+            out.append({"label": f"{row.get('workload')} / {row.get('broker')} / {row.get('variant')}",
+                        "text": trials_text(row), "statuses": row.get("trial_statuses"),
+                        "table": results_table(data, KEY_COLUMNS, trials)})
+    return out
 
 
 def charts_section(data: RunData) -> list[tuple[str, list[dict[str, str]]]] | None:
@@ -481,7 +522,8 @@ def render_html(data: RunData) -> str:
     results = None
     if data.summary:
         results = {"warnings": [w for w in durability_warnings(data) if "cannot honour" in w],
-                   "key": results_table(data, KEY_COLUMNS), "all": results_table(data, data.summary_columns)}
+                   "key": results_table(data, KEY_COLUMNS, data.combined),
+                   "all": results_table(data, data.summary_columns), "trials": trials_section(data)}
     changed = _changed_tracks(data)
     return render(
         "report.html.j2", title=_title(data), meta_bits=meta_bits, what=what_matters_section(data),
@@ -506,6 +548,11 @@ def render_text_summary(run_dir: str | Path) -> str:
         return f"brokerbench: no summary in {Path(run_dir) / 'summary' / 'summary.csv'}"
     columns = [c for c in TEXT_COLUMNS if c in data.summary_columns]
     out = [_title(data), text_table(columns, [[format_value(r.get(c)) for c in columns] for r in data.summary])]
+    with_trials = [r for r in data.combined if r.get("trials")]
+    if with_trials:
+        out.append("Trials combined (the run's value per metric: median of the valid trials; docs/analytics.md):")
+        out.append(text_table(columns + ["trials"], [[format_value(r.get(c)) for c in columns] + [trials_text(r)]
+                                                     for r in with_trials]))
     for w in durability_warnings(data):
         out.append(f"WARNING durability: {w}")
     for r in data.summary:
