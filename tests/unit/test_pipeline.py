@@ -53,8 +53,9 @@ def test_topic_and_subscription_names_are_unique_per_run(tmp_path):
 
     from brokerbench.pipeline import _names
 
-    item = SimpleNamespace(variant="fsync-on", workload=SimpleNamespace(id="1-topic-1-partition-100b", topics=2,
-                                                                           subscriptions_per_topic=2))
+    item = SimpleNamespace(variant="fsync-on", base_workload_id="1-topic-1-partition-100b",
+                           workload=SimpleNamespace(id="1-topic-1-partition-100b", topics=2,
+                                                    subscriptions_per_topic=2))
     runs = [RunContext("brokerbench_smoke", run_id, "smoke", {"results_root": str(tmp_path)})
             for run_id in ("scheduled__2026-11-20T00:00:00+00:00", "scheduled__2026-11-21T00:00:00+00:00")]
     (topics_a, subs_a), (topics_b, subs_b) = (_names(ctx, item) for ctx in runs)
