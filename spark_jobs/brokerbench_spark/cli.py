@@ -14,7 +14,6 @@ Contract (docs/aggregation-and-report.md, "Running the jobs on a cluster"):
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections import defaultdict
 from typing import Sequence
@@ -23,17 +22,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .merge import group_ids, histogram_stats
+from .merge import RANKED, group_ids, histogram_stats, ranked_percentiles
 from .outputs import csv_text, text_table, write_run_outputs, write_text
-from .reading import file_key, read_contention, read_provenance, read_worker_records, worker_files, worker_pattern
+from .reading import read_contention, read_provenance, read_worker_files, worker_files, worker_pattern
 from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, NoMeasuredData
 from .store import executor_env, expand_run_dirs, is_s3, local_path
 from .tables import quantiles_table, summary_table, sweep_table, timeseries_table
 
-#: shuffle partitions: at least this many, one more per BYTES_PER_PARTITION of worker files
+#: shuffle partitions: the shuffles carry one small row per record or per merged histogram
+#: (the bucket arrays are never shuffled, see merge.py)
 SHUFFLE_PARTITIONS = 4
-BYTES_PER_PARTITION = 64 * 1024 * 1024
-MAX_SHUFFLE_PARTITIONS = 400
 
 
 def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
@@ -95,25 +93,18 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str], outs: Sequence[
     dirs = dict(enumerate(run_dirs))
     outs = list(outs) if outs else out_dirs(run_dirs, None)
     failures: dict[int, NoMeasuredData] = {}
-    run_of: dict[str, int] = {}
-    input_bytes = 0
+    files: dict[str, tuple[int, int]] = {}  # worker file -> (run, bytes)
     client = None
     if any(is_s3(d) for d in run_dirs):
         from .store import s3_client
         client = s3_client()
-        ship_package(spark)
+    ship_package(spark)  # the executors merge the buckets with this package's code
     for run, run_dir in dirs.items():
         sized = worker_files(run_dir, client)
         if sized:
-            for p, _ in sized:
-                run_of[p] = run
-            input_bytes += sum(n for _, n in sized)
+            files.update((p, (run, n)) for p, n in sized)
         else:
             failures[run] = NoMeasuredData(f"no worker files match {worker_pattern(run_dir)}")
-    # the bucket merge's shuffle is about 40 % of the input: keep its partitions small
-    # (adaptive execution coalesces the small shuffles of the other stages)
-    spark.conf.set("spark.sql.shuffle.partitions",
-                   str(max(SHUFFLE_PARTITIONS, min(MAX_SHUFFLE_PARTITIONS, math.ceil(input_bytes / BYTES_PER_PARTITION)))))
 
     summary: dict[int, list[dict]] = {}
     timeseries: dict[int, list[dict]] = {}
@@ -121,25 +112,23 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str], outs: Sequence[
     sweep: dict[int, list[dict]] = {}
     summary_schema = T.StructType([])
     timeseries_columns: list[str] = []
-    if run_of:
-        raw_scalars, raw_buckets = read_worker_records(spark, list(run_of))
+    if files:
+        raw_scalars, histograms = read_worker_files(spark, files, RANKED)
         raw_scalars = raw_scalars.cache()
         metas = [r.asDict() for r in raw_scalars.filter(
             (F.col("record") == "meta") & F.col("phase").isin("measure", "sweep"))
-            .select("file", "phase", "worker", *COMBO).collect()]
-        for m in metas:
-            m["run"] = run_of[file_key(m["file"])]
-        # the run of every file with a measured or sweep phase (other files drop out here)
-        runs_of_files = F.broadcast(spark.createDataFrame(
-            sorted({(m["file"], m["run"]) for m in metas}), "file string, run int"))
-        scalars = raw_scalars.join(runs_of_files, on="file", how="inner")
+            .select("run", "file", "phase", "worker", *COMBO).collect()]
+        # the files with a measured or sweep phase (other files drop out here)
+        measured_files = F.broadcast(spark.createDataFrame(
+            sorted({(m["run"], m["file"]) for m in metas}), "run int, file string"))
+        scalars = raw_scalars.join(measured_files, on=["run", "file"], how="inner")
         groups, file_groups, group_rows = group_ids(spark, metas)
-        stats = histogram_stats(scalars, raw_buckets, file_groups).cache()
+        stats = histogram_stats(scalars, ranked_percentiles(histograms, groups), file_groups).cache()
 
         ts_df = timeseries_table(scalars, stats, groups)
         timeseries_columns = [c for c in ts_df.columns if c != "run"]
         timeseries = _by_run([r.asDict() for r in ts_df.collect()])
-        for run in sorted(set(run_of.values())):
+        for run in sorted({run for run, _ in files.values()}):
             if run not in timeseries:
                 failures[run] = NoMeasuredData(
                     f"no interval records of phase 'measure' under {dirs[run]}/raw")

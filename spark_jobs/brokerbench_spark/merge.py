@@ -1,26 +1,31 @@
 """The histogram merge: each bucket is merged once per level, every percentile is read from
-a merged histogram in one step per group.
+a merged histogram in one vectorised step per level.
 
 Levels, all runs of the invocation at once, on integer keys (``gid``: one number per run x
 phase x workload x broker x driver x variant, see :func:`group_ids`):
 
 - level 0: per interval index (measured phase) or per interval index and step (sweep):
-  ``posexplode`` of the worker files' bucket arrays (the count at the same position),
-  summed per bucket; the only pass over the raw buckets;
+  the workers' bucket counts of the interval summed per bucket key;
 - level 1: per phase (measured) or per step (sweep), summed from level 0.
 
-Percentiles: per group the merged buckets are sorted by Spark's sorter (a window per
-group: running count in bucket order, the group's total) and one conditional ``min`` per
-percentile p finds the first bucket whose cumulative count reaches ceil(p/100 x count) (at
-least 1), capped at the exact maximum; p100 is the exact maximum (JVM, code-generated).
-These are the semantics of ``brokerbench.histogram.LogHistogram.percentile``.
+The buckets: a phase's histograms come from its own worker files only, so each phase is
+merged by one executor task (workerfiles.py, numpy: the files read once, pairs sorted by
+(group, bucket) and summed, running counts, one ``searchsorted`` for every percentile of
+every group): the bucket arrays are never exploded into rows nor shuffled. A percentile p
+is the first bucket whose cumulative count reaches ceil(p/100 x count) (at least 1),
+capped at the exact maximum; p100 is the exact maximum. These are the semantics of
+``brokerbench.histogram.LogHistogram.percentile``.
+
+The scalars (count, sum, min, max, overflow, negative per histogram, and every other
+field) come from the same pass without the bucket arrays, are parsed by Spark's
+``from_json`` and merged in Spark SQL (:func:`histogram_scalars`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -51,7 +56,8 @@ def pct_col(index: int) -> str:
     return f"q{index}"
 
 
-def group_ids(spark: SparkSession, metas: Sequence[dict[str, Any]]) -> tuple[DataFrame, DataFrame, list[dict]]:
+def group_ids(spark: SparkSession, metas: Sequence[dict[str, Any]]
+              ) -> tuple[DataFrame, DataFrame, list[dict]]:
     """Integer keys for the merge, from the meta records of the measured and sweep phases.
 
     ``metas``: rows with run, file, phase, worker and the COMBO columns (one per meta record).
@@ -78,50 +84,14 @@ def _level_key(df: DataFrame) -> DataFrame:
         "s", F.when(F.col("sweep"), F.col("step")))
 
 
-def merged_buckets(buckets: DataFrame, file_groups: DataFrame) -> DataFrame:
-    """Level 0 and 1 of the bucket merge: (gid, level, index, s, metric, bucket, n).
-
-    The raw pairs are exploded and summed once (level 0); level 1 sums level 0's rows.
-    """
-    # ``buckets`` carries its file only: the file's run comes with its group
-    rows = _level_key(buckets.join(F.broadcast(file_groups.drop("worker")), on="file", how="inner"))
-    pairs = (
-        rows.select("gid", "index", "s",
-                    F.posexplode(F.array(*[F.col(m) for m in METRIC_NAMES])).alias("metric", "h"))
-        # position in the bucket array -> its count (no struct per pair, as arrays_zip would make)
-        .select("gid", "index", "s", "metric", F.col("h.counts").alias("counts"),
-                F.posexplode("h.buckets").alias("i", "bucket"))
-        .select("gid", "index", "s", "metric", "bucket", F.get(F.col("counts"), F.col("i")).alias("n"))
-    )
-    level0 = pairs.groupBy("gid", "index", "s", "metric", "bucket").agg(F.sum("n").alias("n"))
-    level1 = level0.groupBy("gid", "s", "metric", "bucket").agg(F.sum("n").alias("n"))
-    # level 0 as it is in both branches (a filter would be pushed below the merge and the
-    # exchange not reused): the sweep's interval rows come along and are not used
-    return (
-        level0.select("gid", F.lit(0).alias("level"), "index", "s", "metric", "bucket", "n")
-        .unionByName(level1.select("gid", F.lit(1).alias("level"), F.lit(None).cast("long").alias("index"),
-                                   "s", "metric", "bucket", "n"))
-    )
-
-
-def ranked_percentiles(merged: DataFrame) -> DataFrame:
-    """Per group of LEVEL_KEYS: count (Σ bucket counts) and ``r`` = the bucket key at each
-    percentile of RANKED (array; null entries when the count is 0).
-
-    The merged buckets of a group are sorted by Spark's sorter (one window partition per
-    group: the running count in bucket order and the group's total); the value at p is the
-    smallest bucket whose running count reaches rank(p) = ceil(p/100 x count), at least 1,
-    one conditional ``min`` per percentile (code-generated, no collected arrays)."""
-    group = Window.partitionBy(*LEVEL_KEYS)
-    running = group.orderBy("bucket").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    ranked = (merged.filter(F.col("n") > 0)  # an empty bucket never reaches a rank first
-              .withColumn("cum", F.sum("n").over(running))
-              .withColumn("total", F.sum("n").over(group)))
-    picks = []
-    for p in RANKED:
-        rank = F.greatest(F.lit(1), F.ceil(F.lit(p / 100.0) * F.col("total")))
-        picks.append(F.min(F.when(F.col("cum") >= rank, F.col("bucket"))))
-    return ranked.groupBy(*LEVEL_KEYS).agg(F.max("total").alias("count"), F.array(*picks).alias("r"))
+def ranked_percentiles(histograms: DataFrame, groups: DataFrame) -> DataFrame:
+    """Per group of LEVEL_KEYS: count (Σ positive bucket counts) and ``r`` = the bucket key at
+    each percentile of RANKED, from the merged histograms of workerfiles.py (reading.HISTOGRAM_ROWS)
+    given their ``gid``."""
+    keys = ["run", "sweep", *COMBO]
+    on = [histograms[c].eqNullSafe(groups[c]) for c in keys]
+    return histograms.join(F.broadcast(groups), on=on, how="inner").select(
+        groups["gid"], "level", "index", "s", "metric", "count", "r")
 
 
 def histogram_scalars(scalars: DataFrame, file_groups: DataFrame) -> DataFrame:
@@ -155,11 +125,12 @@ def histogram_scalars(scalars: DataFrame, file_groups: DataFrame) -> DataFrame:
     )
 
 
-def histogram_stats(scalars: DataFrame, buckets: DataFrame, file_groups: DataFrame) -> DataFrame:
+def histogram_stats(scalars: DataFrame, percentiles: DataFrame, file_groups: DataFrame) -> DataFrame:
     """Every merged histogram: LEVEL_KEYS, count, sum, min, max, overflow, negative and
-    ``q<i>`` = value at ALL_PERCENTILES[i] (µs, capped at the exact maximum)."""
+    ``q<i>`` = value at ALL_PERCENTILES[i] (µs, capped at the exact maximum).
+    ``percentiles``: :func:`ranked_percentiles`."""
     stats = histogram_scalars(scalars, file_groups).alias("a")
-    pcts = ranked_percentiles(merged_buckets(buckets, file_groups)).alias("b")
+    pcts = percentiles.alias("b")
     on = [F.col(f"a.{c}").eqNullSafe(F.col(f"b.{c}")) for c in LEVEL_KEYS]
     joined = stats.join(pcts, on=on, how="left")
     out = [F.col(f"a.{c}").alias(c) for c in LEVEL_KEYS]

@@ -7,8 +7,9 @@ mode, a remote driver), the package must go with it::
     spark-submit --py-files "$(python spark_jobs/brokerbench_spark/pyfiles.py)" spark_jobs/aggregate.py ...
 
 ``build_zip(out_dir)`` writes ``brokerbench_spark-<hash of the sources>.zip`` (rebuilt only
-when a source changes) and returns its path. Executors run no Python code of the jobs (the
-merge is Spark SQL), so the zip matters for the driver only.
+when a source changes) and returns its path. The executors import the package too (the
+aggregation's workerfiles.py reads the worker files and merges the buckets); the job adds
+the zip to the context itself when it runs from the source directory.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The readers: every run of an invocation is one DataFrame, read in one pass over all runs'
-files; records carry their ``file`` (the run's number, ``run``, is joined on by the caller from
-the files it listed, see :func:`file_runs`). Local files are read by Spark's JSON reader,
-S3 objects fetched by the executors with boto3 (store.py)."""
+"""The readers: every worker file of every run is read once, by the executors (workerfiles.py:
+the bucket merge and the records without their bucket arrays), the small JSON documents
+(provenance, host metrics) by the driver. Local paths and s3:// URIs alike (store.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +10,28 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .schema import FOREIGN_CPU_LIMIT_PERCENT, PHASE, PROVENANCE, RECORD_BUCKETS, RECORD_SCALARS
-from .store import is_s3, list_files, read_text, s3_lines, spark_file_path
+from .schema import COMBO, FOREIGN_CPU_LIMIT_PERCENT, METRIC_NAMES, PHASE, PROVENANCE, RECORD_SCALARS
+from .store import list_files, read_text
+from .workerfiles import read_phase_dirs, task_slices
 
 WORKER_PATTERN = "raw/*/*/*/*/*.jsonl"
-LINES = T.StructType([T.StructField("file", T.StringType()), T.StructField("value", T.StringType())])
-#: S3 objects per fetch task, at most (more tasks than this many per core: smaller tasks)
-OBJECTS_PER_TASK = 8
+#: the records without their bucket arrays, as JSON text (workerfiles.py)
+SCALAR_LINES = T.StructType([T.StructField("run", T.IntegerType(), False), T.StructField("file", T.StringType()),
+                             T.StructField("value", T.StringType())])
+#: the merged histograms of workerfiles.py, keyed by run, sweep and COMBO
+HISTOGRAM_ROWS = T.StructType([
+    T.StructField("run", T.IntegerType(), False),
+    T.StructField("sweep", T.BooleanType(), False),
+    *[T.StructField(c, T.StringType()) for c in COMBO],
+    T.StructField("level", T.IntegerType(), False),
+    T.StructField("index", T.LongType()),
+    T.StructField("s", T.LongType()),
+    T.StructField("metric", T.IntegerType(), False),
+    T.StructField("count", T.LongType(), False),
+    T.StructField("r", T.ArrayType(T.LongType(), False)),
+])
+#: worker-file tasks per core (smaller tasks balance phases of unequal size)
+TASKS_PER_CORE = 3
 
 
 def worker_files(run_dir: str, client=None) -> list[tuple[str, int]]:
@@ -29,48 +43,40 @@ def worker_pattern(run_dir: str) -> str:
     return f"{run_dir}/{WORKER_PATTERN}"
 
 
-def file_key(spark_file: str) -> str:
-    """The ``file`` of a record (as Spark reports a local file, or the s3:// URI) as listed on the driver."""
-    return spark_file if is_s3(spark_file) else spark_file_path(spark_file)
-
-
-def _s3_records(spark: SparkSession, uris: list[str], schema: T.StructType) -> DataFrame:
-    sc = spark.sparkContext
-    slices = max(1, min(len(uris), max(sc.defaultParallelism * 4, -(-len(uris) // OBJECTS_PER_TASK))))
-    rdd = sc.parallelize(uris, slices).mapPartitions(lambda part: s3_lines(list(part)))
-    lines = spark.createDataFrame(rdd, LINES)
-    parsed = F.from_json("value", schema, {"mode": "PERMISSIVE"})
-    return lines.select("file", parsed.alias("r")).select("file", *[F.col(f"r.{f.name}") for f in schema.fields])
-
-
-def _records(spark: SparkSession, files: Sequence[str], schema: T.StructType) -> DataFrame:
-    """Every line of ``files`` (local paths and s3:// URIs) parsed with ``schema``, plus ``file``.
-    A line cut short by a killed worker is an all-null row (PERMISSIVE: its ``record`` is null)."""
-    local = [f for f in files if not is_s3(f)]
-    remote = [f for f in files if is_s3(f)]
-    frames = []
-    if local:
-        frames.append(spark.read.schema(schema).option("mode", "PERMISSIVE").json(local)
-                      .select(*[F.col(f.name) for f in schema.fields], F.col("_metadata.file_path").alias("file")))
-    if remote:
-        frames.append(_s3_records(spark, remote, schema).select(*[f.name for f in schema.fields], "file"))
-    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-
-
 # -- worker files --------------------------------------------------------------------
 
 
-def read_worker_records(spark: SparkSession, files: Sequence[str]) -> tuple[DataFrame, DataFrame]:
-    """The worker records of every run, as two scans of the same files (one read for all runs).
+def phase_dirs(files: dict[str, tuple[int, int]]) -> list[tuple[tuple[int, list[str]], int]]:
+    """The worker files ({URI: (run, bytes)}) as work for workerfiles.py: one item per run and
+    phase directory, ((run, its files, sorted), bytes)."""
+    dirs: dict[tuple[int, str], list[str]] = {}
+    for uri, (run, _) in files.items():
+        dirs.setdefault((run, uri.rsplit("/", 1)[0]), []).append(uri)
+    return [((run, sorted(uris)), sum(files[u][1] for u in uris)) for (run, _), uris in sorted(dirs.items())]
 
-    Returns (scalars, buckets): ``scalars`` has every field of every record but the
-    histograms' bucket arrays (one small row per line: meta, interval and end records);
-    ``buckets`` has the interval records' bucket arrays with their index and step. Both
-    carry ``file`` as Spark reports it (map it with :func:`file_key`).
+
+def read_worker_files(spark: SparkSession, files: dict[str, tuple[int, int]], ranked: Sequence[float]
+                      ) -> tuple[DataFrame, DataFrame]:
+    """Every worker file of every run read once, by the executors (workerfiles.py).
+
+    ``files``: {URI: (run, bytes)} (local absolute paths or s3:// URIs). Returns
+    (scalars, histograms): ``scalars`` has (run, file, every field of every record but the
+    histograms' bucket arrays), one row per line (meta, interval and end records; a line
+    that is no JSON object is a row of nulls, as Spark's JSON reader makes it);
+    ``histograms`` has the merged histograms (HISTOGRAM_ROWS).
     """
-    scalars = _records(spark, files, RECORD_SCALARS)
-    buckets = _records(spark, files, RECORD_BUCKETS).filter(F.col("record") == "interval").drop("record")
-    return scalars, buckets
+    sc = spark.sparkContext
+    slices = task_slices(phase_dirs(files), sc.defaultParallelism * TASKS_PER_CORE)
+    fields, combo, ranked = list(METRIC_NAMES), list(COMBO), list(ranked)
+    rows = (sc.parallelize(slices, len(slices))
+            .flatMap(lambda part: read_phase_dirs(part, fields, combo, ranked))
+            .cache())  # read by both frames below: the files are read once
+    lines = spark.createDataFrame(rows.filter(lambda r: r[0] == "s").map(lambda r: r[1:]), SCALAR_LINES)
+    parsed = F.from_json("value", RECORD_SCALARS, {"mode": "PERMISSIVE"})
+    scalars = lines.select("run", "file", parsed.alias("r")).select(
+        "run", "file", *[F.col(f"r.{f.name}") for f in RECORD_SCALARS.fields])
+    histograms = spark.createDataFrame(rows.filter(lambda r: r[0] == "h").map(lambda r: r[1:]), HISTOGRAM_ROWS)
+    return scalars, histograms
 
 
 def _value_end(text: str, i: int) -> int:

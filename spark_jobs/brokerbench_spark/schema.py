@@ -51,7 +51,7 @@ HISTOGRAM_SCALARS = T.StructType([
     T.StructField("max_value", T.LongType()),
 ])
 
-#: the bucket arrays alone: what the bucket merge reads
+#: the bucket arrays of a histogram (read by buckets.py, not by Spark)
 HISTOGRAM_BUCKETS = T.StructType([
     T.StructField("buckets", T.ArrayType(T.LongType())),
     T.StructField("counts", T.ArrayType(T.LongType())),
@@ -129,16 +129,6 @@ def _record(histogram: T.StructType) -> T.StructType:
 RECORD = _record(HISTOGRAM)
 #: every field but the bucket arrays: one small row per line (meta, interval, end)
 RECORD_SCALARS = _record(HISTOGRAM_SCALARS)
-#: what the bucket merge reads of an interval record
-RECORD_BUCKETS = T.StructType([
-    T.StructField("record", T.StringType()),
-    T.StructField("index", T.LongType()),
-    T.StructField("step", T.LongType()),
-    T.StructField("publish_latency_us", HISTOGRAM_BUCKETS),
-    T.StructField("publish_delay_us", HISTOGRAM_BUCKETS),
-    T.StructField("e2e_latency_us", HISTOGRAM_BUCKETS),
-])
-
 #: provenance/phases/<label>.json: the host metrics summary of every host (hostmetrics.summarise)
 PHASE = T.StructType([
     T.StructField("phase", T.StringType()),

@@ -2,11 +2,11 @@
 
 No Hadoop file system is used, so no ``hadoop-aws`` is needed anywhere:
 
-- local paths (or ``file://``) are listed and read with plain Python on the driver; the
-  bulk (worker files) is read by Spark's JSON reader, so with a cluster the executors must
-  see the same path (``local[*]``, or a filesystem shared by every host);
+- local paths (or ``file://``) are listed on the driver; the bulk (worker files) is read
+  by the executors (workerfiles.py), so with a cluster the executors must see the same
+  path (``local[*]``, or a filesystem shared by every host);
 - ``s3://`` prefixes are listed with boto3 on the driver; the bulk is fetched by the
-  executors with boto3 (:func:`s3_lines`), small files (provenance, run_meta.json,
+  executors with boto3 (workerfiles.file_lines), small files (provenance, run_meta.json,
   summary.parquet) by the driver.
 
 Credentials and endpoint come from the standard environment variables (``AWS_ENDPOINT_URL``,
@@ -19,8 +19,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-from typing import Iterator, Sequence
-from urllib.parse import unquote
+from typing import Sequence
 
 #: the environment of the driver that executors need to reach S3 (only the ones set are passed)
 AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
@@ -48,15 +47,6 @@ def local_path(uri: str) -> str:
     if uri.startswith("file://"):
         uri = uri[len("file://"):]
     return os.path.abspath(uri)
-
-
-def spark_file_path(uri: str) -> str:
-    """A local file name as Spark reports it (``_metadata.file_path``) -> its plain absolute path."""
-    if uri.startswith("file:"):
-        uri = uri[len("file:"):]
-        while uri.startswith("//"):
-            uri = uri[1:]
-    return os.path.abspath(unquote(uri))
 
 
 def split_s3(uri: str) -> tuple[str, str]:
@@ -168,16 +158,3 @@ def read_bytes(uri: str, client=None) -> bytes | None:
 def read_text(uri: str, client=None) -> str | None:
     data = read_bytes(uri, client)
     return None if data is None else data.decode("utf-8")
-
-
-def s3_lines(uris: Sequence[str]) -> Iterator[tuple[str, str]]:
-    """(URI, line) of every line of the objects: runs on the executors (boto3 from their
-    environment, see :func:`executor_env`). Blank lines are skipped."""
-    client = s3_client()
-    for uri in uris:
-        bucket, key = split_s3(uri)
-        data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-        for line in data.split(b"\n"):
-            line = line.rstrip(b"\r")
-            if line.strip():  # as Spark's JSON reader: blank lines are no records
-                yield uri, line.decode("utf-8", errors="replace")

@@ -94,8 +94,8 @@ def test_s3_listing_globs_and_lines(monkeypatch):
         assert files == [("s3://bb-unit/res/runs/dag/r1/raw/w/d/v/measure/c1.jsonl", 37)]
         assert store.expand_run_dirs(["s3://bb-unit/res/runs/dag/*"], client=client) == \
             ["s3://bb-unit/res/runs/dag/r1", "s3://bb-unit/res/runs/dag/r2"]
-        assert list(store.s3_lines([files[0][0]])) == [(files[0][0], '{"record": "meta"}'),
-                                                         (files[0][0], '{"record": "end"}')]
+        from brokerbench_spark.workerfiles import file_lines
+        assert file_lines(files[0][0], client) == [b'{"record": "meta"}', b'{"record": "end"}']
         assert store.read_text("s3://bb-unit/res/runs/dag/r1/summary/summary.csv", client) == "x"
         assert store.read_text("s3://bb-unit/res/runs/dag/r1/summary/missing", client) is None
 
