@@ -143,7 +143,7 @@ _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::\s?(.*))?$")
 #: a log record (not the continuation of an exception's message)
 _LOG_LINE = re.compile(r"^\s*\d{4}-\d\d-\d\dT\S+ \[")
 #: tasks whose failure only repeats others' (the watcher)
-_ECHO_TASKS = {"fail_run_if_any_task_failed", "run_outcome"}
+_ECHO_TASKS = {"run_outcome"}
 
 
 def run_id_from_line(line: str) -> str | None:

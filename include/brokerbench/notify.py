@@ -54,7 +54,7 @@ DEFAULT_CONN_ID = "brokerbench_notify"
 #: the task whose return value is the report's path
 REPORT_TASK_ID = "analysis.report"
 #: tasks whose failure only says that another task failed
-WATCHER_TASKS = ("run_outcome", "fail_run_if_any_task_failed")
+WATCHER_TASKS = ("run_outcome",)
 #: connection types that mean "POST JSON to host"
 WEBHOOK_TYPES = ("http", "https", "webhook")
 TIMEOUT_S = 30.0

@@ -123,7 +123,7 @@ Traceback (most recent call last):
     with ctx.synced():
 brokerbench.lease.LeaseLost: run X does not hold the lease
 2026-11-23T02:13:29.6Z [info     ] Task instance state updated    [airflow.api_fastapi] new_state=failed rows_affected=1
-2026-11-23T02:13:46.1Z [info     ] [DAG TEST] starting task_id=fail_run_if_any_task_failed map_index=-1 [airflow.sdk]
+2026-11-23T02:13:46.1Z [info     ] [DAG TEST] starting task_id=run_outcome map_index=-1 [airflow.sdk]
 Traceback (most recent call last):
   File "/x/operators.py", line 320, in execute
 airflow.sdk.exceptions.AirflowFailException: a task of this run failed
