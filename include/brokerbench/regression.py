@@ -15,10 +15,15 @@ followed by this run (the *series*), each verdict names the rule that made it:
   ``improved`` by its direction, with when, how large, how significant and the
   runs on each side.
 - ``threshold``: otherwise this run against the current level (the runs since
-  the last change point, at most ``baseline_runs`` = 10, at least ``min_runs`` = 3):
-  centre = median, spread = 1.4826 x MAD, threshold = max(relative x |centre|,
-  k x spread, floor); a change (signed so that positive = worse: latency up,
-  rate down) beyond it -> ``regressed`` / ``improved``, else ``unchanged``.
+  the last change point, at most ``baseline_runs`` = 30, at least ``min_runs`` = 3),
+  on log values (noise of latencies and rates is multiplicative): level =
+  exp(median of the log baseline), s = 1.4826 x MAD of the log baseline; the
+  ratio value / level is a verdict only beyond the farthest, in its direction, of
+  1 +- relative, exp(+-k x (1 + 1/sqrt n) x s) and 1 +- floor / level (the floor
+  in the column's unit, on the absolute difference) -> ``regressed`` (latency up,
+  rate down) / ``improved``, else ``unchanged``. A series with a value <= 0 (a
+  count can be 0) has no logs: the linear rule (value - median against
+  max(relative x |median|, k' x 1.4826 x MAD, floor)), named in the evidence.
   ``threshold (short history)`` when the series is too short for change points.
 - ``too little history``: fewer than ``min_runs`` earlier ok runs ->
   ``insufficient history``. A missing value -> ``no data``.
@@ -164,8 +169,55 @@ def noise_multiplier(k: float, n: int) -> float:
     return k * (1.0 + 1.0 / math.sqrt(max(n, 1)))
 
 
+def log_spread(values: Sequence[float]) -> float:
+    """1.4826 x the median absolute deviation of the logarithms of positive values (a relative spread)."""
+    return robust_spread([math.log(v) for v in values])
+
+
+def unit_of(column: str) -> str:
+    """The unit of a metric column, from its name (``_ms``, ``_us``, ``_msg_s``); "" when unknown."""
+    for suffix, unit in (("_msg_s", "msg/s"), ("_ms", "ms"), ("_us", "µs")):
+        if column.endswith(suffix):
+            return unit
+    return ""
+
+
+def _signed(x: float, digits: str = ".1f") -> str:
+    return f"{'+' if x >= 0 else ''}{x:{digits}}"
+
+
+def _judge_linear(v: float, base: list[float], metric: Metric, rule: Rule, out: dict[str, Any],
+                  why: str) -> dict[str, Any]:
+    """The linear rule: value - median against max(relative x |median|, k x spread, floor)."""
+    centre = median(base)
+    spread = robust_spread(base)
+    k = noise_multiplier(rule.k, len(base))
+    threshold = max(metric.relative * abs(centre), k * spread, metric.floor)
+    change = v - centre
+    worse = change if metric.better == "lower" else -change
+    verdict = REGRESSED if worse > threshold else IMPROVED if worse < -threshold else UNCHANGED
+    pct = 100.0 * change / centre if centre else None
+    which = ("relative" if threshold == metric.relative * abs(centre) else
+             "noise" if threshold == k * spread else "floor")
+    evidence = (f"{v:.4g} vs median {centre:.4g} of {len(base)} runs "
+                f"({_signed(change, '.4g')}{'' if pct is None else f', {pct:+.1f} %'}); "
+                f"threshold {threshold:.4g} = max({metric.relative:.0%} x median, {k:.3g} x spread {spread:.4g}, "
+                f"floor {metric.floor:g}) [{which}]; linear rule: {why}")
+    return {**out, "verdict": verdict, "baseline_median": centre, "baseline_spread": spread, "scale": "linear",
+            "change": change, "change_percent": pct, "threshold": threshold, "evidence": evidence}
+
+
 def judge(value: Any, baseline: Sequence[Any], metric: Metric, rule: Rule = Rule()) -> dict[str, Any]:
-    """The verdict of one value against baseline values (oldest first)."""
+    """The verdict of one value against baseline values (oldest first).
+
+    Missing or non-finite values are left out of the baseline (a missing current value: ``no data``).
+    When the value and every baseline value are > 0, the rule works on logarithms (noise of latencies
+    and rates is multiplicative): level = exp(median of log baseline), s = 1.4826 x MAD of the log
+    baseline, and the change, as a ratio value / level, is a verdict only past all three terms in its
+    direction: the relative term (ratio 1 +- relative), the noise term (ratio exp(+-k' x s), k' =
+    k x (1 + 1/sqrt n)) and the floor (|value - level| > floor, in the column's unit). Otherwise (a value
+    <= 0, e.g. a count that can be 0) the linear rule of :func:`_judge_linear`, and the evidence says so.
+    """
     v = _number(value)
     base = [b for b in (_number(x) for x in baseline) if b is not None][-rule.baseline_runs:]
     out: dict[str, Any] = {"value": v, "baseline_n": len(base)}
@@ -174,27 +226,41 @@ def judge(value: Any, baseline: Sequence[Any], metric: Metric, rule: Rule = Rule
     if len(base) < rule.min_runs:
         return {**out, "verdict": INSUFFICIENT,
                 "evidence": f"{len(base)} earlier run(s) of this track, {rule.min_runs} needed"}
-    centre = median(base)
-    spread = robust_spread(base)
+    if v <= 0 or any(b <= 0 for b in base):
+        nonpos = sum(b <= 0 for b in base) + (v <= 0)
+        return _judge_linear(v, base, metric, rule, out,
+                             f"{nonpos} value(s) <= 0 in the series, so no log values")
+    logs = [math.log(b) for b in base]
+    ordered = sorted(base)
+    mid = len(ordered) // 2  # exp(median of logs): the middle value, or the geometric mean of the middle two
+    level = ordered[mid] if len(ordered) % 2 else math.sqrt(ordered[mid - 1] * ordered[mid])
+    s = robust_spread(logs)
     k = noise_multiplier(rule.k, len(base))
-    threshold = max(metric.relative * abs(centre), k * spread, metric.floor)
-    change = v - centre
-    worse = change if metric.better == "lower" else -change
-    if worse > threshold:
-        verdict = REGRESSED
-    elif worse < -threshold:
-        verdict = IMPROVED
-    else:
-        verdict = UNCHANGED
-    pct = 100.0 * change / centre if centre else None
-    which = ("relative" if threshold == metric.relative * abs(centre) else
-             "noise" if threshold == k * spread else "floor")
-    evidence = (f"{v:.4g} vs median {centre:.4g} of {len(base)} runs "
-                f"({'+' if change >= 0 else ''}{change:.4g}{'' if pct is None else f', {pct:+.1f} %'}); "
-                f"threshold {threshold:.4g} = max({metric.relative:.0%} x median, {k:.3g} x spread {spread:.4g}, "
-                f"floor {metric.floor:g}) [{which}]")
-    return {**out, "verdict": verdict, "baseline_median": centre, "baseline_spread": spread,
-            "change": change, "change_percent": pct, "threshold": threshold, "evidence": evidence}
+    ratio = v / level
+    up = v >= level
+    # each term as a ratio to the level in the direction of the change; the threshold is the farthest
+    terms = {
+        "relative": 1.0 + metric.relative if up else 1.0 - metric.relative,
+        "noise": math.exp(k * s) if up else math.exp(-k * s),
+        "floor": 1.0 + metric.floor / level if up else 1.0 - metric.floor / level,
+    }
+    which = max(terms, key=lambda t: terms[t]) if up else min(terms, key=lambda t: terms[t])
+    bound = terms[which]
+    beyond = ratio > bound if up else ratio < bound
+    worse_up = metric.better == "lower"
+    verdict = UNCHANGED if not beyond else REGRESSED if up == worse_up else IMPROVED
+    change = v - level
+    pct = 100.0 * (ratio - 1.0)
+    threshold = abs(bound - 1.0) * level
+    unit = unit_of(metric.column)
+    u = f" {unit}" if unit else ""
+    floor = f"floor {metric.floor:g}{u}" if metric.floor else "floor 0"
+    bound_text = (f"{_signed(100.0 * (bound - 1.0))} %" if bound > 0 else "-100 % (never)")
+    evidence = (f"{v:.4g}{u} vs median {level:.4g}{u} ({pct:+.1f} %) of {len(base)} runs; "
+                f"threshold {bound_text} = max({100 * metric.relative:g} % relative, {k:.3g} x spread of log values "
+                f"{s:.3g}, {floor}) [{which}]")
+    return {**out, "verdict": verdict, "baseline_median": level, "baseline_spread": robust_spread(base),
+            "scale": "log", "change": change, "change_percent": pct, "threshold": threshold, "evidence": evidence}
 
 
 def is_valid(row: Mapping[str, Any]) -> bool:
@@ -268,7 +334,8 @@ def judge_series(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any], 
                 "baseline_runs": [str(h.get("run_key")) for h in usable]}
     series_rows = list(usable) + [current]
     values = [_number(h.get(metric.column)) for h in series_rows]
-    searched = len(values) >= det.min_points and all(v > 0 for v in values)
+    positive = all(v > 0 for v in values)
+    searched = len(values) >= det.min_points and positive
     changes = change_points(values, metric.relative, det) if searched else []
     n = len(values)
     recent = [c for c in changes if n - c.index <= det.recent]
@@ -294,9 +361,12 @@ def judge_series(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any], 
     level = usable[start:] if len(usable) - start >= rule.min_runs else usable
     base = level[-rule.baseline_runs:]
     j = judge(value, [h.get(metric.column) for h in base], metric, rule)
-    j["rule"] = RULE_THRESHOLD if searched else RULE_THRESHOLD_SHORT
+    long_enough = len(values) >= det.min_points
+    j["rule"] = RULE_THRESHOLD if long_enough else RULE_THRESHOLD_SHORT
     if start and level is not usable:
         j["evidence"] += f"; level since the change point at run {str(series_rows[start].get('run_ts'))[:16]}"
+    elif long_enough and not positive:
+        j["evidence"] += "; no change-point search (it works on log values: the series has values <= 0)"
     elif not searched:
         j["evidence"] += f"; no change-point search ({len(values)} runs, {det.min_points} needed)"
     j["baseline_runs"] = [str(h.get("run_key")) for h in base]
