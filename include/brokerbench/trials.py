@@ -32,7 +32,7 @@ import re
 from statistics import median_low
 from typing import Any, Iterable, Mapping
 
-from brokerbench.regression import METRICS
+from brokerbench.regression import METRICS, _number
 from brokerbench.util import split_trial
 
 #: figures combined by the lower median (rates, latencies, delays, percentages, backlog)
@@ -55,15 +55,6 @@ def spread_columns(metric: str) -> tuple[str, str]:
     unit = next(u for u in _UNITS if metric.endswith(u))
     stem = metric[: -len(unit)]
     return f"{stem}_trials_min{unit}", f"{stem}_trials_max{unit}"
-
-
-def _number(v: Any) -> float | None:
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-        try:
-            return float(v) if isinstance(v, str) and v.strip() else None
-        except ValueError:
-            return None
-    return float(v)
 
 
 def trial_of(row: Mapping[str, Any]) -> int | None:
