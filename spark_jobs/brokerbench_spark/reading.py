@@ -30,6 +30,9 @@ HISTOGRAM_ROWS = T.StructType([
     T.StructField("count", T.LongType(), False),
     T.StructField("r", T.ArrayType(T.LongType(), False)),
 ])
+#: phase directories never read: nothing of a warm-up enters any output (only files whose
+#: meta record says measure or sweep do), and a warm-up's files are as large as a measurement's
+UNREAD_PHASES = ("warmup",)
 #: worker-file tasks per core (smaller tasks balance phases of unequal size)
 TASKS_PER_CORE = 3
 
@@ -48,10 +51,13 @@ def worker_pattern(run_dir: str) -> str:
 
 def phase_dirs(files: dict[str, tuple[int, int]]) -> list[tuple[tuple[int, list[str]], int]]:
     """The worker files ({URI: (run, bytes)}) as work for workerfiles.py: one item per run and
-    phase directory, ((run, its files, sorted), bytes)."""
+    phase directory, ((run, its files, sorted), bytes); warm-up directories are not read
+    (UNREAD_PHASES)."""
     dirs: dict[tuple[int, str], list[str]] = {}
     for uri, (run, _) in files.items():
-        dirs.setdefault((run, uri.rsplit("/", 1)[0]), []).append(uri)
+        directory = uri.rsplit("/", 1)[0]
+        if directory.rsplit("/", 1)[-1] not in UNREAD_PHASES:
+            dirs.setdefault((run, directory), []).append(uri)
     return [((run, sorted(uris)), sum(files[u][1] for u in uris)) for (run, _), uris in sorted(dirs.items())]
 
 
@@ -68,7 +74,7 @@ def read_worker_files(spark: SparkSession, files: dict[str, tuple[int, int]], ra
     sc = spark.sparkContext
     slices = task_slices(phase_dirs(files), sc.defaultParallelism * TASKS_PER_CORE)
     fields, combo, ranked = list(METRIC_NAMES), list(COMBO), list(ranked)
-    rows = (sc.parallelize(slices, len(slices))
+    rows = (sc.parallelize(slices, max(1, len(slices)))
             .flatMap(lambda part: read_phase_dirs(part, fields, combo, ranked))
             .cache())  # read by both frames below: the files are read once
     lines = spark.createDataFrame(rows.filter(lambda r: r[0] == "s").map(lambda r: r[1:]), SCALAR_LINES)

@@ -51,13 +51,6 @@ HISTOGRAM_SCALARS = T.StructType([
     T.StructField("max_value", T.LongType()),
 ])
 
-#: the bucket arrays of a histogram (read by buckets.py, not by Spark)
-HISTOGRAM_BUCKETS = T.StructType([
-    T.StructField("buckets", T.ArrayType(T.LongType())),
-    T.StructField("counts", T.ArrayType(T.LongType())),
-])
-
-HISTOGRAM = T.StructType(HISTOGRAM_SCALARS.fields + HISTOGRAM_BUCKETS.fields)
 
 
 def _record(histogram: T.StructType) -> T.StructType:
@@ -125,8 +118,6 @@ def _record(histogram: T.StructType) -> T.StructType:
     ])
 
 
-#: every field of every record type (the whole format)
-RECORD = _record(HISTOGRAM)
 #: every field but the bucket arrays: one small row per line (meta, interval, end)
 RECORD_SCALARS = _record(HISTOGRAM_SCALARS)
 #: provenance/phases/<label>.json: the host metrics summary of every host (hostmetrics.summarise)
