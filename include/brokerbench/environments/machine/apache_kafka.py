@@ -1,43 +1,59 @@
-"""A real Apache Kafka distribution in KRaft combined mode (``kafka_home`` / ``BROKERBENCH_KAFKA_HOME``)."""
+"""Apache Kafka in KRaft combined mode, any version: the default for ``kafka`` on the local environment.
+
+The jars are a :class:`~.distributions.Distribution`: resolved by version from
+Maven Central (``broker_versions``, default :data:`~.distributions.DEFAULT_VERSIONS`),
+or an unpacked Apache tarball (``kafka_home`` / ``BROKERBENCH_KAFKA_HOME``).
+Both start the same way, with ``java`` directly (no shell scripts): the storage
+is formatted with ``kafka.tools.StorageTool``, then ``kafka.Kafka`` runs.
+"""
 
 from __future__ import annotations
 
+import base64
 import logging
-import os
-import re
-from pathlib import Path
+import uuid
 from typing import Any
 
 from .broker import LOOPBACK, KafkaProbeMixin, LocalBroker, free_ports, kafka_flush_requested
+from .distributions import Distribution, java, log4j_options
 
 log = logging.getLogger("brokerbench")
 
+#: heap of the broker JVM, MB (Kafka's own start script uses 1 GB; Kafka keeps messages in the page cache)
+DEFAULT_HEAP_MB = 1024
+#: Kafka's own start script's JVM performance options
+JVM_PERFORMANCE = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+                   "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"]
+
+
+def kraft_cluster_id() -> str:
+    """A KRaft cluster id as ``kafka-storage.sh random-uuid`` prints one (a UUID, base64url without padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
 
 class ApacheKafkaBroker(KafkaProbeMixin, LocalBroker):
-    """A real Apache Kafka distribution (kafka_2.13-x.y.z) in KRaft combined mode.
+    """Apache Kafka, one node that is broker and controller, listeners on 127.0.0.1.
 
-    ``kafka_home`` (settings) or ``BROKERBENCH_KAFKA_HOME`` points at the
-    unpacked directory. A server.properties is generated in the state dir:
-    one node that is both broker and controller, listeners on 127.0.0.1,
-    ``log.dirs`` under ``<state>/kafka/data``; broker_settings are added as
-    properties (e.g. ``log.flush.interval.messages``). The storage is formatted
-    with ``bin/kafka-storage.sh format`` before the first start.
+    A server.properties is generated in the state dir: ``log.dirs`` under
+    ``<state>/kafka/data``, internal topics with replication 1; the variant's
+    broker_settings are added as properties (e.g. ``log.flush.interval.messages``).
+    Setting ``kafka_heap_mb`` sizes the heap (default 1024).
     """
 
     broker = "kafka"
     implementation = "apache-kafka"
 
-    def __init__(self, state_dir, settings=None, home: str | None = None):
+    def __init__(self, state_dir, settings=None, distribution: Distribution | None = None):
         super().__init__(state_dir, settings)
-        self.home = Path(home or self.settings.get("kafka_home") or os.environ["BROKERBENCH_KAFKA_HOME"])
+        if distribution is None:
+            raise ValueError("ApacheKafkaBroker needs a distribution (make_broker resolves it)")
+        self.dist = distribution
 
     def version(self) -> str:
-        for jar in sorted((self.home / "libs").glob("kafka_*.jar")):
-            m = re.match(r"kafka_[\d.]+-(\d[\w.\-]*?)(-sources|-test|-javadoc)?\.jar$", jar.name)
-            if m and not m.group(2):
-                return m.group(1)
-        m = re.search(r"kafka_[\d.]+-(\d[\w.]*)", self.home.name)
-        return m.group(1) if m else "unknown"
+        return self.dist.version
+
+    def identity(self) -> str:
+        return f"{self.implementation} {self.dist.version} {self.dist.lib}"
 
     def _launch(self, broker_settings: dict[str, Any]) -> dict[str, Any]:
         port, cport = free_ports(2)
@@ -54,27 +70,42 @@ class ApacheKafkaBroker(KafkaProbeMixin, LocalBroker):
             "log.dirs": str(data / "kraft-logs"),
             "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
         props.update({k: str(v) for k, v in broker_settings.items()})
         conf = self.dir / "server.properties"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        env = self.env(LOG_DIR=str(self.dir / "logs" / "kafka-server"))
-        env.pop("JMX_PORT", None)  # no JMX listener on a fixed port
-        cluster_id = self.run_tool([str(self.home / "bin" / "kafka-storage.sh"), "random-uuid"], env=env,
-                                   check=True).stdout.strip().splitlines()[-1]
-        self.run_tool([str(self.home / "bin" / "kafka-storage.sh"), "format", "-t", cluster_id, "-c", str(conf)],
-                      env=env, timeout=120, check=True)
-        entry = self.spawn([str(self.home / "bin" / "kafka-server-start.sh"), str(conf)], "kafka", env=env)
+        conf.write_text("# generated by brokerbench\n" + "".join(f"{k}={v}\n" for k, v in props.items()))
+        logs = self.dir / "logs"
+        heap = int(self.settings.get("kafka_heap_mb") or DEFAULT_HEAP_MB)
+        base = [java(), "-cp", self.dist.classpath()]
+        self.run_tool(base + log4j_options(self.dist, self.dir / "conf" / "tool", logs / "storage-tool.log")
+                      + ["kafka.tools.StorageTool", "format", "-t", kraft_cluster_id(), "-c", str(conf)],
+                      timeout=120, check=True)
+        argv = ([java(), f"-Xms{heap}m", f"-Xmx{heap}m", *JVM_PERFORMANCE, f"-Dkafka.logs.dir={logs}",
+                 *log4j_options(self.dist, self.dir / "conf", logs / "server.log"),
+                 "-cp", self.dist.classpath(), "kafka.Kafka", str(conf)])
+        entry = self.spawn(argv, "kafka")
         return {"address": f"{LOOPBACK}:{port}", "ports": {"kafka": port, "controller": cport},
-                "processes": [entry], "config": str(conf), "home": str(self.home)}
+                "processes": [entry], "config": str(conf), "heap_mb": heap,
+                "distribution": self.dist.provenance()}
+
+    def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
+        return super()._log_files(state) + [(str(self.dir / "logs" / "server.log"), 0)]
 
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:
         asked = kafka_flush_requested(broker_settings, driver_overrides)
-        note = ("Apache Kafka applies flush.messages / flush.ms as topic configuration (set when the "
-                "topics are created) and log.flush.* as broker configuration") if asked else \
-            "Kafka's default: no per-message fsync, the OS page cache writes to disk later"
-        return {"variant": variant, "honoured": True, "settings": asked, "note": note + "; single broker, "
-                "so replication settings above 1 cannot be applied here."}
+        if asked:
+            where = ", ".join(f"{k}={v}" for k, v in asked.items())
+            note = (f"Apache Kafka fsyncs the log as asked ({where}: flush.* set on the topics when they are "
+                    "created, log.flush.* in the broker's server.properties); acks and batching as the driver says")
+        else:
+            note = ("Kafka's default: no fsync per message, the OS page cache writes to disk later (durability "
+                    "comes from replication in a cluster)")
+        return {"variant": variant, "honoured": True, "settings": asked,
+                "note": note + "; one local broker, so replication factor and min.insync.replicas above 1 cannot "
+                               "be applied here (the topics are created with replication 1)."}

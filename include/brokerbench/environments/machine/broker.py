@@ -185,6 +185,10 @@ class LocalBroker(ABC):
     def version(self) -> str:
         return "unknown"
 
+    def identity(self) -> str:
+        """What runs, beyond the settings: a running broker whose identity differs is restarted."""
+        return self.implementation
+
     # -- lifecycle -------------------------------------------------------------
     @staticmethod
     def settings_key(broker_settings: dict[str, Any]) -> str:
@@ -201,7 +205,7 @@ class LocalBroker(ABC):
         """
         broker_settings = dict(broker_settings or {})
         driver_overrides = dict(driver_overrides or {})
-        key = self.settings_key(broker_settings)
+        key = self.settings_key({**broker_settings, "brokerbench.implementation": self.identity()})
         with locked(self.dir / "start.lock"):
             state = self.state()
             if state and state.get("status") == "running":
@@ -347,6 +351,9 @@ class KafkaProbeMixin:
         """A metadata request with kafka-python."""
         from kafka import KafkaAdminClient
 
+        host, port = state["address"].rsplit(":", 1)
+        if not port_open(int(port), host):  # the client library would back off up to seconds between tries
+            raise ConnectionRefusedError(f"nothing listens on {state['address']} yet")
         admin = KafkaAdminClient(bootstrap_servers=state["address"], request_timeout_ms=5000,
                                  client_id="brokerbench-probe")
         try:

@@ -46,8 +46,9 @@ log = logging.getLogger("brokerbench")
 class Machine:
     """Brokers and workers as processes on this machine, kept in the run's state directory.
 
-    Settings (all optional): ``state_dir``; ``kafka_home`` / ``pulsar_home``
-    (real distributions instead of tansu / pulsar-lite); ``start_timeout_s``.
+    Settings (all optional, :class:`~brokerbench.environments.settings.LocalSettings`): ``state_dir``;
+    ``broker_versions`` / ``broker_implementations`` / ``kafka_home`` / ``pulsar_home`` (which broker runs);
+    ``start_timeout_s``.
     """
 
     #: the environment name records carry (the aws agent's host records say "local" too: it is this code)
@@ -60,15 +61,15 @@ class Machine:
         self.host = LocalHost("localhost", "all")
 
     # -- brokers ------------------------------------------------------------------
-    def _broker(self, broker: str):
+    def _broker(self, broker: str, for_start: bool = False):
         if broker not in BROKERS:
             raise EnvironmentError_(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
-        return make_broker(broker, self.state_dir, self.settings)
+        return make_broker(broker, self.state_dir, self.settings, for_start=for_start)
 
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
                driver_overrides: dict[str, Any]) -> BrokerEndpoint:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        return self._broker(broker).start(broker_settings, variant, driver_overrides)
+        return self._broker(broker, for_start=True).start(broker_settings, variant, driver_overrides)
 
     def health(self, broker: str) -> dict[str, Any]:
         """Raise a clear error (naming the broker) unless ``broker`` runs and serves."""
