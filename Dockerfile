@@ -9,18 +9,21 @@
 FROM apache/airflow:3.3.2-python3.11
 
 USER root
-# Java for spark-submit; rabbitmq-server, chrony and openssh-client for the
-# `local` environment (brokers as processes inside the container) and SSH.
+# Java for spark-submit and for Apache Kafka / Apache Pulsar; Maven resolves their versions from
+# Maven Central into BROKERBENCH_BROKER_CACHE (a volume keeps it across containers); rabbitmq-server,
+# chrony and openssh-client for the `local` environment (brokers as processes inside the container) and SSH.
 # JAVA_HOME is a symlink to wherever the JDK landed (java-17-openjdk-amd64, -arm64...),
 # so the image builds for both architectures.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      openjdk-17-jre-headless rabbitmq-server chrony openssh-client procps \
+      openjdk-17-jdk-headless maven rabbitmq-server chrony openssh-client procps \
  && apt-get clean && rm -rf /var/lib/apt/lists/* \
  && ln -sfn "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/brokerbench-java \
- && /usr/lib/jvm/brokerbench-java/bin/java -version
+ && /usr/lib/jvm/brokerbench-java/bin/java -version \
+ && mkdir -p /opt/brokerbench-cache/brokers && chown -R airflow:root /opt/brokerbench-cache
 ENV JAVA_HOME=/usr/lib/jvm/brokerbench-java \
-    SPARK_LOCAL_IP=127.0.0.1
+    SPARK_LOCAL_IP=127.0.0.1 \
+    BROKERBENCH_BROKER_CACHE=/opt/brokerbench-cache/brokers
 
 USER airflow
 WORKDIR /opt/brokerbench

@@ -71,7 +71,9 @@ def test_validate_accepts_analysis_params(tmp_path):
     # the plan's params model forbids unknown keys: the analysis params must not reach it
     ctx = pipeline.RunContext(dag_id="brokerbench_smoke", run_id="manual__x", suite="smoke",
                               params={"results_root": str(tmp_path), "regression_min_runs": 2,
-                                      "regression_gate": "never"})
+                                      "regression_gate": "never",
+                                      # validate resolves Apache versions; a unit test stays off the network
+                                      "broker_implementations": {"kafka": "tansu", "pulsar": "pulsar-lite"}})
     assert pipeline.validate(ctx)["items"] >= 1
     assert "regression_gate" not in json.loads(ctx.plan_path.read_text())["params"]
 

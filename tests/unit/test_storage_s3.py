@@ -45,7 +45,9 @@ def _worker(tmp_path, monkeypatch, name: str) -> None:
 
 def _ctx() -> RunContext:
     return RunContext(dag_id="brokerbench_smoke", run_id="manual__1", suite="smoke",
-                      params={"results_root": ROOT, "brokers": ["rabbitmq", "kafka"], "variants": ["fsync-off"]})
+                      params={"results_root": ROOT, "brokers": ["rabbitmq", "kafka"], "variants": ["fsync-off"],
+                              # validate resolves Apache Kafka's version; a unit test stays off the network
+                              "broker_implementations": {"kafka": "tansu"}})
 
 
 def test_a_task_pulls_what_it_reads_and_pushes_what_it_writes(s3, tmp_path, monkeypatch):

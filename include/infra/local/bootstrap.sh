@@ -17,7 +17,10 @@ VENV=${1:-.venv}
 PYTHON=${PYTHON:-python3}
 
 need_pkgs=()
-command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
+# a JDK 17 (Spark; Apache Kafka and Apache Pulsar) and Maven (resolves broker versions from Maven Central)
+command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need_pkgs+=(maven)
+command -v strace >/dev/null 2>&1 || need_pkgs+=(strace)  # the durability test counts a broker's fsync calls
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need_pkgs+=(rabbitmq-server)
 command -v chronyd >/dev/null 2>&1 || [ -x /usr/sbin/chronyd ] || need_pkgs+=(chrony)
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)

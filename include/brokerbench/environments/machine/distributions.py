@@ -160,10 +160,7 @@ def _mvn_reason(output: str) -> str:
 
 
 def _copy_dependencies(work: Path, pom: str, out: Path, broker: str, version: str) -> list[str]:
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise DistributionError(broker, version, "Maven (mvn) is not installed: the bootstrap installs Debian's "
-                                                 "'maven' when run as root")
+    mvn = shutil.which("mvn") or "mvn"
     (work / "pom.xml").write_text(pom)
     argv = [mvn, "-B", "-q", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
             "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
@@ -221,6 +218,9 @@ def resolve(broker: str, version: str | None = None) -> Distribution:
 
 def _resolve_locked(broker: str, version: str, root: Path) -> Distribution:
     g, a = ARTIFACTS[broker]
+    if not shutil.which("mvn"):
+        raise DistributionError(broker, version, "Maven (mvn) is not installed: the bootstrap installs Debian's "
+                                                 "'maven' when run as root")
     log.info("resolving %s %s (%s:%s:%s) from Maven Central into %s", broker, version, g, a, version, root)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f".{version}-", dir=root) as tmp:
