@@ -87,9 +87,12 @@ def test_rate_pacing_is_accurate(local_env, tmp_path):
 # -- injected latency -------------------------------------------------------------------
 
 class DelayProxy:
-    """TCP proxy on 127.0.0.1 that delays every broker-to-client byte by ``delay_s``."""
+    """TCP proxy on 127.0.0.1 that delays every broker-to-client byte by ``delay_s``.
 
-    def __init__(self, target_port: int, delay_s: float):
+    ``target_port``: the broker's port, or a function that gives it at each connection (a broker that
+    advertises the proxy gets its own port only when it starts)."""
+
+    def __init__(self, target_port, delay_s: float):
         self.target_port, self.delay_s = target_port, delay_s
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -105,7 +108,8 @@ class DelayProxy:
         self.loop.run_forever()
 
     async def _handle(self, creader, cwriter):
-        sreader, swriter = await asyncio.open_connection("127.0.0.1", self.target_port)
+        port = self.target_port() if callable(self.target_port) else self.target_port
+        sreader, swriter = await asyncio.open_connection("127.0.0.1", port)
 
         async def up():
             while data := await creader.read(65536):

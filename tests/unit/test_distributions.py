@@ -52,7 +52,13 @@ def test_mavens_reason_is_the_line_that_says_why():
     out = ("[ERROR] Failed to execute goal on project kafka: Could not resolve dependencies for project "
            "brokerbench.resolve:kafka:pom:1: Could not find artifact org.apache.kafka:kafka_2.13:jar:9.9.9 in "
            "central (https://repo.maven.apache.org/maven2) -> [Help 1]\n[ERROR] \n[ERROR] To see the full stack")
-    assert d._mvn_reason(out).startswith("Could not find artifact org.apache.kafka:kafka_2.13:jar:9.9.9 in central")
+    assert d._mvn_reason(out) == ("Could not find artifact org.apache.kafka:kafka_2.13:jar:9.9.9 in central "
+                                  "(https://repo.maven.apache.org/maven2)")
+    remembered = ("[ERROR] Failed to execute goal on project kafka: Could not resolve dependencies for project x:kafka:"
+                  "pom:1: Failure to find org.apache.kafka:kafka_2.13:jar:9.9.9 in https://repo.maven.apache.org/"
+                  "maven2 was cached in the local repository, resolution is not reattempted until ...")
+    assert d._mvn_reason(remembered) == ("Could not find artifact org.apache.kafka:kafka_2.13:jar:9.9.9 in "
+                                         "https://repo.maven.apache.org/maven2")
 
 
 def test_a_cached_version_is_used_without_maven_and_an_incomplete_one_is_not(cache, monkeypatch):

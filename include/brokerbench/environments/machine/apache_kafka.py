@@ -23,7 +23,8 @@ log = logging.getLogger("brokerbench")
 DEFAULT_HEAP_MB = 1024
 #: Kafka's own start script's JVM performance options
 JVM_PERFORMANCE = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-                   "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"]
+                   "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+                   "-Djava.net.preferIPv4Stack=true"]  # sockets bound to 127.0.0.1 show as such
 
 
 def kraft_cluster_id() -> str:

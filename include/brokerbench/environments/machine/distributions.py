@@ -150,9 +150,12 @@ def _mvn_reason(output: str) -> str:
     """The line of Maven's output that says why (``Could not find artifact ...``), shortened."""
     lines = [l.replace("[ERROR]", "").strip() for l in output.splitlines() if "[ERROR]" in l]
     for l in lines:
-        m = re.search(r"(Could not (find|resolve|transfer) [^:]*?artifact.*?)(: Could not|$)", l)
+        m = re.search(r"(Could not (find|resolve|transfer) [^:]*?artifact.*?)(: Could not| -> \[Help|$)", l)
         if m:
             return re.sub(r"\s+", " ", m.group(1))[:400]
+        m = re.search(r"Failure to find (\S+) in (\S+)", l)  # a failure Maven remembered from an earlier try
+        if m:
+            return f"Could not find artifact {m.group(1)} in {m.group(2)}"
     for l in lines:
         if l:
             return l[:400]
@@ -162,7 +165,7 @@ def _mvn_reason(output: str) -> str:
 def _copy_dependencies(work: Path, pom: str, out: Path, broker: str, version: str) -> list[str]:
     mvn = shutil.which("mvn") or "mvn"
     (work / "pom.xml").write_text(pom)
-    argv = [mvn, "-B", "-q", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+    argv = [mvn, "-B", "-q", "-U", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
             "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, stdin=subprocess.DEVNULL)

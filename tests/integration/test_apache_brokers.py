@@ -1,0 +1,191 @@
+"""Apache Kafka and Apache Pulsar, resolved by version from Maven Central, on the local environment.
+
+Real resolution (Maven Central, the broker cache), real JVM brokers on
+127.0.0.1, real client libraries. Per broker: two versions start, serve a
+round trip, listen on loopback only and leave nothing behind; the durability
+variants are proven by counting the broker's fsync/fdatasync calls with
+strace during a short phase; an injected delay (a TCP proxy the broker
+advertises) shows up in the worker's figures.
+
+JVM brokers are heavy on two cores: each test starts what it needs and stops
+it at the end (the ``local_env`` fixture's teardown, whatever happened).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from brokerbench import pipeline
+from brokerbench.environments.machine import distributions
+from brokerbench.spec import SpecError
+from brokerbench.worker.runner import prepare_job, run_job
+from tests.integration.test_local_environment import assert_loopback_only, assert_nothing_left, broker_state
+from tests.integration.test_worker_measurement import DelayProxy, make_job, merged, records
+
+pytestmark = pytest.mark.integration
+
+KAFKA_VERSIONS = ["3.9.1", "4.1.1"]
+FSYNC_ON_KAFKA = {"topicConfig": {"flush.messages": "1", "flush.ms": "0"}}
+
+
+def env_with(local_env, **settings):
+    local_env.settings.update(settings)
+    return local_env
+
+
+# -- resolution ---------------------------------------------------------------------------
+
+def test_a_version_maven_central_does_not_have_is_refused_by_validate(tmp_path):
+    ctx = pipeline.RunContext(dag_id="brokerbench_smoke", run_id="manual__v", suite="smoke",
+                              params={"results_root": str(tmp_path), "brokers": ["kafka"],
+                                      "broker_versions": {"kafka": "9.9.9"}})
+    with pytest.raises(SpecError) as e:
+        pipeline.validate(ctx)
+    assert e.value.field == "params.broker_versions.kafka"
+    msg = str(e.value)
+    assert "kafka version '9.9.9' cannot be resolved (artifact org.apache.kafka:kafka_2.13:9.9.9)" in msg
+    assert "Could not find artifact org.apache.kafka:kafka_2.13:jar:9.9.9" in msg
+    assert not ctx.plan_path.exists()  # nothing after validate can start
+
+
+def test_a_resolved_version_is_reused_offline_with_its_checksums(monkeypatch):
+    dist = distributions.resolve("kafka", KAFKA_VERSIONS[-1])
+    manifest = json.loads((dist.lib.parent / "manifest.json").read_text())
+    assert manifest["artifact"] == f"org.apache.kafka:kafka_2.13:{KAFKA_VERSIONS[-1]}"
+    names = {j["name"] for j in manifest["jars"]}
+    assert f"kafka_2.13-{KAFKA_VERSIONS[-1]}.jar" in names and any(n.startswith("log4j-slf4j") for n in names)
+    assert all(re.fullmatch(r"[0-9a-f]{64}", j["sha256"]) for j in manifest["jars"])
+    monkeypatch.setenv("PATH", "/nonexistent")  # no mvn: the cache alone answers
+    again = distributions.resolve("kafka", KAFKA_VERSIONS[-1])
+    assert again.lib == dist.lib and again.manifest["jars"] == manifest["jars"]
+
+
+# -- Apache Kafka ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_apache_kafka_version_serves_on_loopback_and_leaves_nothing(local_env, version):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    env = env_with(local_env, broker_versions={"kafka": version})
+    t0 = time.monotonic()
+    ep = env.deploy("kafka", {}, "fsync-off", {})
+    print(f"apache-kafka {version}: serving {time.monotonic() - t0:.1f} s after deploy was called")
+    assert (ep.implementation, ep.version) == ("apache-kafka", version)
+    state = broker_state(env, "kafka")
+    assert state["distribution"]["artifact"] == f"org.apache.kafka:kafka_2.13:{version}"
+    assert_loopback_only(state)
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    producer = KafkaProducer(bootstrap_servers=ep.bootstrap_servers, acks="all")
+    producer.send(topic, b"hello kafka " + version.encode()).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=ep.bootstrap_servers, auto_offset_reset="earliest",
+                             consumer_timeout_ms=30000)
+    assert next(consumer).value == b"hello kafka " + version.encode()
+    consumer.close()
+    assert "fsync" in ep.durability["note"] or "page cache" in ep.durability["note"]
+    assert ep.durability["honoured"] is True
+    env.undeploy("kafka")
+    assert_nothing_left(env, "kafka", state["ports"])
+
+
+# -- durability: fsync calls counted ----------------------------------------------------------
+
+def count_syncs(pid: int, action) -> dict[str, int]:
+    """fsync / fdatasync calls of every thread of ``pid`` while ``action()`` runs (strace -f -c)."""
+    strace = shutil.which("strace")
+    assert strace, "strace is missing (the bootstrap installs it)"
+    proc = subprocess.Popen([strace, "-f", "-c", "-e", "trace=fsync,fdatasync", "-p", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)  # attached to every thread
+    try:
+        action()
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(2)
+        _, err = proc.communicate(timeout=60)
+    counts = {name: int(calls) for calls, name in re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$",
+                                                             err, re.M)}
+    return {"fsync": counts.get("fsync", 0), "fdatasync": counts.get("fdatasync", 0)}
+
+
+def kafka_sync_sends(ep, topic_config: dict[str, str], n: int):
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    topic = f"d-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=ep.bootstrap_servers)
+    admin.create_topics([NewTopic(topic, 1, 1, topic_configs=topic_config)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=ep.bootstrap_servers, acks="all", linger_ms=0)
+    producer.send(topic, b"warm").get(timeout=30)
+
+    def action():
+        for _ in range(n):  # one message per batch: each send waits for its acknowledgement
+            producer.send(topic, b"x" * 100).get(timeout=30)
+    return producer, action
+
+
+def test_kafka_fsync_on_syncs_every_batch_and_fsync_off_does_not(local_env):
+    n = 200
+    ep = local_env.deploy("kafka", {}, "fsync-on", FSYNC_ON_KAFKA)
+    pid = broker_state(local_env, "kafka")["processes"][0]["pid"]
+    counts = {}
+    for variant, config in (("fsync-on", FSYNC_ON_KAFKA["topicConfig"]), ("fsync-off", {})):
+        producer, action = kafka_sync_sends(ep, config, n)
+        c = count_syncs(pid, action)
+        producer.close()
+        counts[variant] = c["fsync"] + c["fdatasync"]
+        print(f"apache-kafka {ep.version} {variant}: {n} acknowledged batches, fsync {c['fsync']}, "
+              f"fdatasync {c['fdatasync']}")
+    assert counts["fsync-on"] >= n  # at least one sync per acknowledged batch
+    assert counts["fsync-off"] < n / 10
+
+
+# -- injected delay --------------------------------------------------------------------------
+
+def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3):
+    """The worker's figures against the broker directly and through a 50 ms DelayProxy that the broker advertises."""
+    proxy = DelayProxy(lambda: broker_state(env, broker)["ports"][broker], 0.050)
+    try:
+        results = {}
+        for name in ("direct", "delayed"):
+            ep = deploy(proxy if name == "delayed" else None).to_dict()
+            library = "confluent-kafka" if broker == "kafka" else "pulsar-client"
+            # a JVM broker just started is still compiling its hot paths: warm it up first, as a run does
+            warmup = make_job(broker, ep, library, rate=rate, duration_s=2)
+            prepare_job(warmup)
+            run_job(warmup, str(env.state_dir / f"{name}-warmup.jsonl"), progress=lambda s: None)
+            job = make_job(broker, ep, library, rate=rate, duration_s=duration_s)
+            prepare_job(job)
+            out = env.state_dir / f"{name}.jsonl"
+            run_job(job, str(out), progress=lambda s: None)
+            recs = records(out)
+            results[name] = {f: merged(recs, f) for f in ("publish_latency_us", "e2e_latency_us")}
+        return results
+    finally:
+        proxy.close()
+
+
+def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(local_env):
+    def deploy(proxy):
+        if proxy is None:
+            return local_env.deploy("kafka", {}, "fsync-off", {})
+        # clients find the broker through its advertised listener: the proxy
+        return local_env.deploy("kafka", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"},
+                                "fsync-off", {})
+
+    r = delayed_and_direct(local_env, "kafka", deploy)
+    pub = (r["delayed"]["publish_latency_us"].percentile(50) - r["direct"]["publish_latency_us"].percentile(50)) / 1e3
+    e2e = (r["delayed"]["e2e_latency_us"].percentile(50) - r["direct"]["e2e_latency_us"].percentile(50)) / 1e3
+    print(f"apache-kafka: +50 ms broker->client: publish p50 +{pub:.1f} ms, end-to-end p50 +{e2e:.1f} ms;",
+          {n: {f: f"p50 {h.percentile(50) / 1e3:.1f} ms" for f, h in v.items()} for n, v in r.items()})
+    assert 45 <= pub <= 75, pub  # the acknowledgement comes 50 ms later
+    assert 45 <= e2e <= 120, e2e  # the fetch response too (and the next fetch waits for it)
+    assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500
