@@ -3,7 +3,9 @@
 Every test starts and stops its own brokers in its own state dir (tmp_path),
 on ports allocated at start, so tests can run next to other brokers on this
 machine. Round trips use the real client libraries (kafka-python,
-pulsar-client, pika).
+pulsar-client, pika). Apache Kafka and Apache Pulsar are the defaults
+(tests/integration/test_apache_brokers.py has their versions, durability and
+latency checks); the stand-ins tansu and pulsar-lite are asked for by name.
 """
 
 from __future__ import annotations
@@ -80,11 +82,18 @@ def get_one(channel, queue: str, timeout_s: float = 10.0) -> bytes | None:
     return None
 
 
-# -- Kafka protocol: tansu ---------------------------------------------------------------
+def stand_ins(env: LocalEnvironment) -> LocalEnvironment:
+    """The environment with the quick stand-ins asked for by name (the default is the real brokers)."""
+    env.settings["broker_implementations"] = {"kafka": "tansu", "pulsar": "pulsar-lite"}
+    return env
+
+
+# -- Kafka protocol: tansu (stand-in) -----------------------------------------------------
 
 def test_kafka_tansu_round_trip_and_durability_notes(local_env):
     from kafka import KafkaConsumer, KafkaProducer
 
+    stand_ins(local_env)
     ep = local_env.deploy("kafka", {}, "fsync-off", {})
     assert (ep.broker, ep.implementation) == ("kafka", "tansu")
     assert ep.version.startswith("v0.")
@@ -115,11 +124,12 @@ def test_kafka_tansu_round_trip_and_durability_notes(local_env):
     local_env.undeploy("kafka")  # idempotent
 
 
-# -- Pulsar protocol: pulsar-lite ----------------------------------------------------------
+# -- Pulsar protocol: pulsar-lite (stand-in) ------------------------------------------------
 
 def test_pulsar_lite_round_trip_restart_and_durability(local_env):
     import pulsar
 
+    stand_ins(local_env)
     ep = local_env.deploy("pulsar", {"journalSyncData": False}, "fsync-off", {})
     assert (ep.broker, ep.implementation) == ("pulsar", "pulsar-lite")
     assert ep.service_url.startswith("pulsar://127.0.0.1:")
@@ -259,8 +269,8 @@ def test_a_broker_killed_with_sigkill_is_reported_by_name(local_env):
     with pytest.raises(EnvironmentError_) as err:
         local_env.health("kafka")
     msg = str(err.value)
-    assert msg.startswith("kafka (tansu): died") and str(state["processes"][0]["pid"]) in msg
-    assert state["address"] in msg and "tansu.log" in msg  # address and the log's tail
+    assert msg.startswith("kafka (apache-kafka): died") and str(state["processes"][0]["pid"]) in msg
+    assert state["address"] in msg and "server.log" in msg and " INFO " in msg  # the broker's log tail
 
     # the next deploy starts a fresh broker ...
     ep = local_env.deploy("kafka", {}, "fsync-off", {})
@@ -270,7 +280,7 @@ def test_a_broker_killed_with_sigkill_is_reported_by_name(local_env):
     # ... and a broker that died between deploys is reported by the next deploy
     os.kill(fresh["processes"][0]["pid"], signal.SIGKILL)
     time.sleep(0.3)
-    with pytest.raises(EnvironmentError_, match=r"^kafka \(tansu\): died"):
+    with pytest.raises(EnvironmentError_, match=r"^kafka \(apache-kafka\): died"):
         local_env.deploy("kafka", {}, "fsync-off", {})
     assert ep.bootstrap_servers == fresh["address"]
 
@@ -279,6 +289,7 @@ def test_a_broker_that_cannot_start_fails_with_its_log(local_env, monkeypatch):
     from brokerbench.environments import machine
 
     monkeypatch.setattr(machine.TansuBroker, "_binary", lambda self: "/bin/false")
+    stand_ins(local_env)
     with pytest.raises(EnvironmentError_) as err:
         local_env.deploy("kafka", {}, "fsync-off", {})
     msg = str(err.value)
@@ -316,7 +327,7 @@ def test_run_workers_relays_progress_and_keeps_partial_results(local_env, tmp_pa
         "consumers_per_subscription": 1, "consumers_in_subscription": 1,
     }
     # separate consumer groups: two workers on different topics in one group would
-    # keep rebalancing each other (tansu), which is not what this test is about
+    # keep rebalancing each other, which is not what this test is about
     quick = {**base, "worker": "localhost-0", "topics": ["bb-rw-quick"], "subscriptions": ["sub-quick"],
              "duration_s": 3}
     slow = {**base, "worker": "localhost-1", "topics": ["bb-rw-slow"], "subscriptions": ["sub-slow"],
@@ -325,7 +336,7 @@ def test_run_workers_relays_progress_and_keeps_partial_results(local_env, tmp_pa
     prepare_job(slow)
     outs = [str(tmp_path / "raw" / "localhost-0.jsonl"), str(tmp_path / "raw" / "localhost-1.jsonl")]
     with caplog.at_level(logging.INFO, logger="brokerbench"):
-        # bound: tansu consumer-group joins make the probe take up to ~20 s (two workers join at once)
+        # bound: consumer-group joins make the probe take seconds (two workers join at once)
         results = local_env.run_workers([quick, slow], outs, timeout_s=60)
     by = {r["worker"]: r for r in results}
     assert by["localhost-0"]["returncode"] == 0 and by["localhost-0"]["error"] is None

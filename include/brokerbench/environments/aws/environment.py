@@ -394,7 +394,10 @@ class AwsEnvironment(Environment):
         return deploy_installed(self, broker, broker_settings, variant, driver_overrides)
 
     def _local_settings(self) -> dict[str, Any]:
-        keep = ("kafka_home", "pulsar_home", "start_timeout_s")
+        # the version string means what it means on the local environment: the agent resolves it from Maven
+        # Central on the host (or runs the tarball a *_home setting names)
+        keep = ("broker_versions", "broker_implementations", "kafka_home", "pulsar_home", "kafka_heap_mb",
+                "pulsar_heap_mb", "start_timeout_s")
         return {k: self.settings[k] for k in keep if self.settings.get(k)}
 
     def health(self, broker: str) -> dict[str, Any]:
