@@ -1,73 +1,106 @@
-"""A real Apache Pulsar distribution, ``bin/pulsar standalone`` (``pulsar_home`` / ``BROKERBENCH_PULSAR_HOME``)."""
+"""Apache Pulsar standalone, any version: the default for ``pulsar`` on the local environment.
+
+The jars are a :class:`~.distributions.Distribution`: resolved by version from
+Maven Central (``broker_versions``, default :data:`~.distributions.DEFAULT_VERSIONS`),
+or an unpacked Apache tarball (``pulsar_home`` / ``BROKERBENCH_PULSAR_HOME``).
+Both start the same way: ``java ... org.apache.pulsar.PulsarStandaloneStarter``
+(what ``bin/pulsar standalone`` runs) with a configuration file brokerbench
+writes itself: broker, RocksDB metadata store and one embedded bookie in one JVM.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
-import re
-from pathlib import Path
 from typing import Any
 
 from .broker import LOOPBACK, LocalBroker, PulsarProbeMixin, free_ports, journal_sync_requested
+from .distributions import Distribution, java, log4j_options
 
 log = logging.getLogger("brokerbench")
 
+#: heap of the standalone JVM, MB; direct memory (BookKeeper's and the broker's buffers) gets the same
+DEFAULT_HEAP_MB = 1024
+#: what Apache's bin/pulsar passes to a Java 17 JVM (module opens for Netty, BookKeeper and ZooKeeper code)
+JVM_OPTIONS = [
+    "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=10", "-Djava.net.preferIPv4Stack=true", "-Djava.awt.headless=true",
+    "-Dio.netty.tryReflectionSetAccessible=true", "-Dio.netty.recycler.maxCapacityPerThread=4096",
+    "-Djute.maxbuffer=10485760", "-Dzookeeper.admin.enableServer=false", "-Dpulsar.allocator.exit_on_oom=true",
+    "-Dlog4j.shutdownHookEnabled=false", "-Dlog4j2.is.webapp=false",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED", "--add-opens", "java.base/java.util.zip=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.net=ALL-UNNAMED", "--add-opens", "java.management/sun.management=ALL-UNNAMED",
+]
+
+
+def standalone_conf(ports: dict[str, int], broker_settings: dict[str, Any]) -> dict[str, Any]:
+    """The standalone configuration: every listener on 127.0.0.1 and a port chosen free (the web service
+    never on 8080), quorums of 1, no load balancing (one broker), the variant's settings last.
+
+    Standalone loads the embedded bookie's configuration from the same file, so
+    journalSyncData / journalWriteData reach the bookie."""
+    conf: dict[str, Any] = {
+        "clusterName": "standalone",
+        "bindAddress": LOOPBACK, "advertisedAddress": LOOPBACK,
+        "brokerServicePort": ports["pulsar"], "webServicePort": ports["web"],
+        "managedLedgerDefaultEnsembleSize": 1, "managedLedgerDefaultWriteQuorum": 1,
+        "managedLedgerDefaultAckQuorum": 1,
+        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.NoopLoadManager",
+        "loadBalancerEnabled": False,
+        "functionsWorkerEnabled": False, "transactionCoordinatorEnabled": False,
+        # the embedded bookie (BookKeeper ServerConfiguration keys)
+        "bookiePort": ports["bookie"], "allowLoopback": True, "listeningInterface": "lo",
+        "httpServerEnabled": False,
+        "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+        "journalSyncData": True, "journalWriteData": True,
+    }
+    conf.update(broker_settings)
+    return conf
+
 
 class ApachePulsarBroker(PulsarProbeMixin, LocalBroker):
-    """A real Apache Pulsar distribution: ``bin/pulsar standalone``.
+    """Apache Pulsar standalone: broker, RocksDB metadata and one bookie, on 127.0.0.1.
 
-    ``pulsar_home`` (settings) or ``BROKERBENCH_PULSAR_HOME`` points at the
-    unpacked apache-pulsar-x.y.z directory. A copy of conf/standalone.conf is
-    written to the state dir with every port moved to a free loopback port
-    (the default web port 8080 clashes with Airflow) and the variant's bookie
-    settings (journalSyncData, journalWriteData, ...) set: standalone loads the
-    bookie's configuration from the same file. Functions worker and stream
-    storage are off.
+    Setting ``pulsar_heap_mb`` sizes the heap and direct memory (default 1024 each).
     """
 
     broker = "pulsar"
     implementation = "apache-pulsar"
 
-    def __init__(self, state_dir, settings=None, home: str | None = None):
+    def __init__(self, state_dir, settings=None, distribution: Distribution | None = None):
         super().__init__(state_dir, settings)
-        self.home = Path(home or self.settings.get("pulsar_home") or os.environ["BROKERBENCH_PULSAR_HOME"])
+        if distribution is None:
+            raise ValueError("ApachePulsarBroker needs a distribution (make_broker resolves it)")
+        self.dist = distribution
 
     def version(self) -> str:
-        for jar in (self.home / "lib").glob("org.apache.pulsar-pulsar-broker-*.jar"):
-            return jar.stem.rsplit("-", 1)[-1]
-        m = re.search(r"pulsar-(\d[\w.]*)", self.home.name)
-        return m.group(1) if m else "unknown"
+        return self.dist.version
+
+    def identity(self) -> str:
+        return f"{self.implementation} {self.dist.version} {self.dist.lib}"
 
     def _launch(self, broker_settings: dict[str, Any]) -> dict[str, Any]:
-        port, web, bk, zk, bk_http, stats = free_ports(6)
-        src = (self.home / "conf" / "standalone.conf").read_text()
-        overrides = {
-            "bindAddress": LOOPBACK, "advertisedAddress": LOOPBACK,
-            "brokerServicePort": port, "webServicePort": web,
-            "bookiePort": bk, "httpServerPort": bk_http, "httpServerEnabled": "false",
-            "prometheusStatsHttpPort": stats, "prometheusStatsHttpAddress": LOOPBACK,
-            "managedLedgerDefaultEnsembleSize": 1, "managedLedgerDefaultWriteQuorum": 1,
-            "managedLedgerDefaultAckQuorum": 1,
-        }
-        overrides.update(broker_settings)
-        lines = [l for l in src.splitlines() if l.split("=", 1)[0].strip() not in overrides]
-        lines += ["", "# brokerbench overrides"] + [f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-                                                   for k, v in overrides.items()]
+        port, web, bookie = free_ports(3)
+        ports = {"pulsar": port, "web": web, "bookie": bookie}
         conf = self.dir / "standalone.conf"
-        conf.write_text("\n".join(lines) + "\n")
-        data = self.dir / "data"
-        env = self.env(PULSAR_LOG_DIR=str(self.dir / "logs" / "pulsar"), PULSAR_STANDALONE_CONF=str(conf),
-                       PULSAR_EXTRA_OPTS="-Dzookeeper.admin.enableServer=false -Dpulsar.allocator.exit_on_oom=true")
-        entry = self.spawn([str(self.home / "bin" / "pulsar"), "standalone", "--config", str(conf),
-                            "--no-functions-worker", "--no-stream-storage",
-                            "--bookkeeper-port", str(bk), "--zookeeper-port", str(zk),
-                            "--bookkeeper-dir", str(data / "bookkeeper"), "--zookeeper-dir", str(data / "zookeeper"),
-                            "--wipe-data"], "pulsar", env=env)
+        conf.write_text("# generated by brokerbench\n" + "".join(
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}\n"
+            for k, v in standalone_conf(ports, broker_settings).items()))
+        data, logs = self.dir / "data", self.dir / "logs"
+        heap = int(self.settings.get("pulsar_heap_mb") or DEFAULT_HEAP_MB)
+        argv = [java(), f"-Xms{heap // 2}m", f"-Xmx{heap}m", f"-XX:MaxDirectMemorySize={heap}m", *JVM_OPTIONS,
+                *log4j_options(self.dist, self.dir / "conf", logs / "pulsar-standalone.log"),
+                "-cp", self.dist.classpath(), "org.apache.pulsar.PulsarStandaloneStarter",
+                "--config", str(conf), "--no-functions-worker", "--no-stream-storage", "--wipe-data",
+                "--bookkeeper-port", str(bookie),
+                "--metadata-dir", str(data / "metadata"), "--bookkeeper-dir", str(data / "bookkeeper"),
+                "--zookeeper-dir", str(data / "zookeeper")]
+        entry = self.spawn(argv, "pulsar")
         return {"address": f"{LOOPBACK}:{port}", "service_url": f"pulsar://{LOOPBACK}:{port}",
-                "http_url": f"http://{LOOPBACK}:{web}",
-                "ports": {"pulsar": port, "web": web, "bookie": bk, "zookeeper": zk, "bookie_http": bk_http,
-                          "stats": stats},
-                "processes": [entry], "config": str(conf), "home": str(self.home)}
+                "http_url": f"http://{LOOPBACK}:{web}", "ports": ports, "processes": [entry],
+                "config": str(conf), "heap_mb": heap, "distribution": self.dist.provenance()}
+
+    def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
+        return super()._log_files(state) + [(str(self.dir / "logs" / "pulsar-standalone.log"), 0)]
 
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:
         sync = journal_sync_requested(broker_settings)
@@ -76,4 +109,5 @@ class ApachePulsarBroker(PulsarProbeMixin, LocalBroker):
                 if sync in (True, None) else "bookie journalSyncData=false: entries are acknowledged before "
                                              "the journal is fsynced")
         return {"variant": variant, "honoured": True, "settings": applied,
-                "note": note + "; standalone runs one bookie, so ensemble/write/ack quorum are 1."}
+                "note": note + "; standalone runs one bookie, so ensemble / write / ack quorum are 1 (replication "
+                               "above 1 cannot be applied here)."}
