@@ -90,16 +90,27 @@ def test_smoke_dag_succeeds_with_a_row_per_broker_and_variant(smoke):
                                        and not any(rule in reasons for rule in other_rules)), (label, r["status"])
 
 
-def test_smoke_report_says_what_ran_and_what_was_not_honoured(smoke):
+def test_smoke_report_says_what_ran_and_that_every_variant_was_honoured(smoke):
+    from brokerbench.environments.machine.distributions import DEFAULT_VERSIONS
+
     run_dir = smoke["run_dir"]
     rows = {(r["broker"], r["variant"]): r for r in read_summary(run_dir)}
-    # tansu keeps messages in memory: the fsync variant cannot be honoured and must say so
-    assert rows[("kafka", "fsync-on")]["broker_implementation"] == "tansu"
-    assert rows[("kafka", "fsync-on")]["durability_honoured"].lower() in ("false", "0")
-    assert rows[("rabbitmq", "fsync-on")]["durability_honoured"].lower() in ("true", "1")
+    # the real brokers by default, at the default versions, and every durability variant applied
+    for (broker, variant), r in rows.items():
+        impl = {"kafka": "apache-kafka", "pulsar": "apache-pulsar", "rabbitmq": "rabbitmq"}[broker]
+        assert r["broker_implementation"] == impl, (broker, variant, r["broker_implementation"])
+        if broker in DEFAULT_VERSIONS:
+            assert r["broker_version"] == DEFAULT_VERSIONS[broker], (broker, r["broker_version"])
+        assert r["durability_honoured"].lower() in ("true", "1"), (broker, variant, r["durability_note"])
+    assert "flush.messages=1" in rows[("kafka", "fsync-on")]["durability_note"]
+    assert "journalSyncData=false" in rows[("pulsar", "fsync-off")]["durability_note"]
+    brokers = json.loads((run_dir / "provenance" / "brokers.json").read_text())
+    assert brokers["kafka"]["distribution"]["artifact"] == f"org.apache.kafka:kafka_2.13:{DEFAULT_VERSIONS['kafka']}"
+    assert all(len(j["sha256"]) == 64 for j in brokers["pulsar"]["distribution"]["jars"])
     html = (run_dir / "report.html").read_text()
-    for text in ("tansu", "pulsar-lite", "rabbitmq", "fsync-on", "fsync-off", "<img"):
+    for text in ("apache-kafka", "apache-pulsar", "rabbitmq", "fsync-on", "fsync-off", "<img"):
         assert text in html, text
+    assert "not honoured" not in html.lower()
     hosts = json.loads((run_dir / "provenance" / "hosts.json").read_text())
     host = hosts["hosts"][0]
     assert host["time_sync"]["clock_offset_ms"] == 0.0

@@ -157,6 +157,8 @@ def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3):
         results = {}
         for name in ("direct", "delayed"):
             ep = deploy(proxy if name == "delayed" else None).to_dict()
+            if name == "delayed" and broker == "pulsar":  # the lookup too goes through the proxy
+                ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"
             library = "confluent-kafka" if broker == "kafka" else "pulsar-client"
             # a JVM broker just started is still compiling its hot paths: warm it up first, as a run does
             warmup = make_job(broker, ep, library, rate=rate, duration_s=2)
@@ -188,4 +190,82 @@ def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(loca
           {n: {f: f"p50 {h.percentile(50) / 1e3:.1f} ms" for f, h in v.items()} for n, v in r.items()})
     assert 45 <= pub <= 75, pub  # the acknowledgement comes 50 ms later
     assert 45 <= e2e <= 120, e2e  # the fetch response too (and the next fetch waits for it)
+    assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500
+
+
+# -- Apache Pulsar ---------------------------------------------------------------------------
+
+PULSAR_VERSIONS = ["4.0.7"]
+
+
+@pytest.mark.parametrize("version", PULSAR_VERSIONS)
+def test_apache_pulsar_version_serves_on_loopback_and_leaves_nothing(local_env, version):
+    import pulsar
+
+    env = env_with(local_env, broker_versions={"pulsar": version})
+    t0 = time.monotonic()
+    ep = env.deploy("pulsar", {"journalSyncData": False}, "fsync-off", {})
+    print(f"apache-pulsar {version}: serving {time.monotonic() - t0:.1f} s after deploy was called")
+    assert (ep.implementation, ep.version) == ("apache-pulsar", version)
+    state = broker_state(env, "pulsar")
+    assert state["distribution"]["artifact"] == f"org.apache.pulsar:pulsar-broker:{version}"
+    assert set(state["ports"]) == {"pulsar", "web", "bookie"}
+    assert_loopback_only(state)  # broker, web service (never 8080) and the embedded bookie
+    client = pulsar.Client(ep.service_url, operation_timeout_seconds=30)
+    topic = f"persistent://public/default/t-{uuid.uuid4().hex[:8]}"
+    consumer = client.subscribe(topic, "s")
+    client.create_producer(topic).send(b"hello pulsar " + version.encode())
+    assert consumer.receive(timeout_millis=30000).data() == b"hello pulsar " + version.encode()
+    client.close()
+    assert ep.durability["honoured"] is True and "journalSyncData=false" in ep.durability["note"]
+    env.undeploy("pulsar")
+    assert_nothing_left(env, "pulsar", state["ports"])
+
+
+def pulsar_sync_sends(ep, n: int):
+    import pulsar
+
+    client = pulsar.Client(ep.service_url, operation_timeout_seconds=30)
+    producer = client.create_producer(f"persistent://public/default/d-{uuid.uuid4().hex[:8]}",
+                                      batching_enabled=False)
+    producer.send(b"warm")
+
+    def action():
+        for _ in range(n):  # send() returns when the broker acknowledged the message
+            producer.send(b"x" * 100)
+    return client, action
+
+
+def test_pulsar_journal_sync_on_syncs_every_entry_and_off_does_not(local_env):
+    n = 200
+    counts = {}
+    for variant, sync in (("fsync-on", True), ("fsync-off", False)):
+        ep = local_env.deploy("pulsar", {"journalSyncData": sync}, variant, {})
+        pid = broker_state(local_env, "pulsar")["processes"][0]["pid"]
+        client, action = pulsar_sync_sends(ep, n)
+        c = count_syncs(pid, action)
+        client.close()
+        counts[variant] = c["fsync"] + c["fdatasync"]
+        print(f"apache-pulsar {ep.version} {variant}: {n} acknowledged entries, fsync {c['fsync']}, "
+              f"fdatasync {c['fdatasync']}")
+    assert counts["fsync-on"] >= n * 0.9  # the journal groups entries that arrive together; sends here wait
+    assert counts["fsync-off"] < n / 10
+
+
+def test_pulsar_latency_grows_by_a_delay_injected_between_broker_and_clients(local_env):
+    def deploy(proxy):
+        if proxy is None:
+            return local_env.deploy("pulsar", {"journalSyncData": False}, "fsync-off", {})
+        # lookups answer with the advertised listener, so clients reach the broker through the proxy
+        return local_env.deploy("pulsar", {"journalSyncData": False, "internalListenerName": "internal",
+                                           "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
+                                "fsync-off", {})
+
+    r = delayed_and_direct(local_env, "pulsar", deploy)
+    pub = (r["delayed"]["publish_latency_us"].percentile(50) - r["direct"]["publish_latency_us"].percentile(50)) / 1e3
+    e2e = (r["delayed"]["e2e_latency_us"].percentile(50) - r["direct"]["e2e_latency_us"].percentile(50)) / 1e3
+    print(f"apache-pulsar: +50 ms broker->client: publish p50 +{pub:.1f} ms, end-to-end p50 +{e2e:.1f} ms;",
+          {n: {f: f"p50 {h.percentile(50) / 1e3:.1f} ms" for f, h in v.items()} for n, v in r.items()})
+    assert 45 <= pub <= 75, pub  # the receipt comes 50 ms later
+    assert 45 <= e2e <= 120, e2e  # and so does every pushed message
     assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500

@@ -11,6 +11,7 @@ writes itself: broker, RocksDB metadata store and one embedded bookie in one JVM
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from .broker import LOOPBACK, LocalBroker, PulsarProbeMixin, free_ports, journal_sync_requested
@@ -98,6 +99,19 @@ class ApachePulsarBroker(PulsarProbeMixin, LocalBroker):
         return {"address": f"{LOOPBACK}:{port}", "service_url": f"pulsar://{LOOPBACK}:{port}",
                 "http_url": f"http://{LOOPBACK}:{web}", "ports": ports, "processes": [entry],
                 "config": str(conf), "heap_mb": heap, "distribution": self.dist.provenance()}
+
+    def _wait_ready(self, state: dict[str, Any]) -> None:
+        super()._wait_ready(state)
+        # with the RocksDB metadata store the embedded bookie picks its own free port: record the one it bound
+        try:
+            with open(self.dir / "logs" / "pulsar-standalone.log", "rb") as f:
+                f.seek(max(0, f.seek(0, 2) - 8 * 1024 * 1024))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return
+        found = re.findall(r"Binding bookie-rpc endpoint to /([\d.]+):(\d+)", text)
+        if found:
+            state["ports"] = {**state["ports"], "bookie": int(found[-1][1])}
 
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
         return super()._log_files(state) + [(str(self.dir / "logs" / "pulsar-standalone.log"), 0)]

@@ -57,7 +57,8 @@ VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.-][A-Za-z0-9]+)*$")
 #: log4j 2 used when a closure has none of its own (the version Kafka 4.1 ships)
 LOG4J2_FALLBACK = "2.24.3"
 RELOAD4J = "1.2.25"
-RESOLVE_TIMEOUT_S = 900.0
+#: Maven 3.8 can search a large dependency graph for minutes when the registry lacks one of its artifacts
+RESOLVE_TIMEOUT_S = 300.0
 
 
 class DistributionError(EnvironmentError_):
@@ -148,6 +149,7 @@ def _pom(broker: str, version: str, extra: list[tuple[str, str, str]]) -> str:
 
 def _mvn_reason(output: str) -> str:
     """The line of Maven's output that says why (``Could not find artifact ...``), shortened."""
+    output = re.sub(r"\x1b\[[0-9;]*m", "", output)  # Maven's colours
     lines = [l.replace("[ERROR]", "").strip() for l in output.splitlines() if "[ERROR]" in l]
     for l in lines:
         m = re.search(r"(Could not (find|resolve|transfer) [^:]*?artifact.*?)(: Could not| -> \[Help|$)", l)
@@ -170,7 +172,9 @@ def _copy_dependencies(work: Path, pom: str, out: Path, broker: str, version: st
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise DistributionError(broker, version, f"Maven did not finish within {RESOLVE_TIMEOUT_S:.0f} s") from None
+        raise DistributionError(broker, version, f"Maven did not finish within {RESOLVE_TIMEOUT_S:.0f} s (it "
+                                                 "searches the whole dependency graph when an artifact of it is "
+                                                 "missing from the registry)") from None
     if p.returncode != 0:
         raise DistributionError(broker, version, _mvn_reason(p.stdout + "\n" + p.stderr))
     return sorted(x.name for x in out.glob("*.jar"))
