@@ -169,6 +169,8 @@ def _copy_dependencies(work: Path, pom: str, out: Path, broker: str, version: st
     (work / "pom.xml").write_text(pom)
     argv = [mvn, "-B", "-q", "-U", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
             "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
+    if os.environ.get("BROKERBENCH_MAVEN_REPO"):  # Maven's local repository (default ~/.m2/repository)
+        argv.append(f"-Dmaven.repo.local={os.environ['BROKERBENCH_MAVEN_REPO']}")
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
