@@ -167,7 +167,14 @@ def _mvn_reason(output: str) -> str:
 def _copy_dependencies(work: Path, pom: str, out: Path, broker: str, version: str) -> list[str]:
     mvn = shutil.which("mvn") or "mvn"
     (work / "pom.xml").write_text(pom)
-    argv = [mvn, "-B", "-q", "-U", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+    # every repository a pom of the closure declares (e.g. Confluent's) is mirrored to Maven Central: versions
+    # come from one place. Global settings, so a user's ~/.m2/settings.xml (a company mirror) still applies.
+    url = os.environ.get("BROKERBENCH_MAVEN_MIRROR", "https://repo.maven.apache.org/maven2")
+    (work / "settings.xml").write_text(
+        "<settings><mirrors><mirror><id>brokerbench-central</id><mirrorOf>*</mirrorOf>"
+        f"<url>{url}</url></mirror></mirrors></settings>\n")
+    argv = [mvn, "-B", "-q", "-U", "-gs", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
+            "dependency:copy-dependencies",
             "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
     if os.environ.get("BROKERBENCH_MAVEN_REPO"):  # Maven's local repository (default ~/.m2/repository)
         argv.append(f"-Dmaven.repo.local={os.environ['BROKERBENCH_MAVEN_REPO']}")
