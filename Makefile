@@ -5,6 +5,7 @@
 
 VENV      ?= .venv
 SUITE     ?= smoke
+CONF      ?=
 PYTEST_ARGS ?=
 
 export AIRFLOW_HOME                      := $(CURDIR)/.airflow
@@ -19,14 +20,21 @@ export BROKERBENCH_RESULTS_ROOT          ?= $(CURDIR)/results
 export SPARK_LOCAL_IP                    := 127.0.0.1
 export PATH                              := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup bench test test-fast test-unit test-deployment lint bench-harness clean
+.PHONY: setup bench compare test test-fast test-unit test-deployment lint bench-harness clean
 
 setup:
 	@include/infra/local/bootstrap.sh $(VENV)
 
 ## Run the smoke suite DAG (three local brokers x fsync on/off) and print its report.
+## make bench SUITE=nightly-latency CONF='{"broker_versions": {"kafka": "3.9.1"}}'  runs another suite / params.
 bench: setup
-	@$(VENV)/bin/python -m brokerbench.cli bench --suite $(SUITE)
+	@$(VENV)/bin/python -m brokerbench.cli bench --suite $(SUITE) $(if $(CONF),--conf '$(CONF)')
+
+## The comparison report (versions of each broker, brokers side by side) from the results root's history.
+compare: setup
+	@$(VENV)/bin/airflow dags test brokerbench_compare -c '{"results_root": "$(BROKERBENCH_RESULTS_ROOT)"}' \
+	  > $(BROKERBENCH_RESULTS_ROOT)/compare.log 2>&1 || { tail -40 $(BROKERBENCH_RESULTS_ROOT)/compare.log; exit 1; }
+	@ls -1t $(BROKERBENCH_RESULTS_ROOT)/comparisons/*/comparison.html | head -1 | sed "s/^/brokerbench: comparison: /"
 
 ## Run the tests (unit, integration with real brokers and Spark, end-to-end DAG runs).
 test: setup
