@@ -65,7 +65,7 @@ def test_a_cached_version_is_used_without_maven_and_an_incomplete_one_is_not(cac
     lib = cache / "kafka" / "4.1.1" / "lib"
     lib.mkdir(parents=True)
     (lib / "kafka_2.13-4.1.1.jar").write_bytes(b"jar")
-    manifest = {"broker": "kafka", "version": "4.1.1", "logging_api": "log4j2",
+    manifest = {"broker": "kafka", "version": "4.1.1", "logging_api": "log4j2", "resolver_revision": d.RESOLVER_REVISION,
                 "jars": [{"name": "kafka_2.13-4.1.1.jar", "bytes": 3, "sha256": "x"}]}
     (lib.parent / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setattr(d.shutil, "which", lambda _: None)  # no Maven: only the cache can answer

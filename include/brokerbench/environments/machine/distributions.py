@@ -57,6 +57,10 @@ VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.-][A-Za-z0-9]+)*$")
 #: log4j 2 used when a closure has none of its own (the version Kafka 4.1 ships)
 LOG4J2_FALLBACK = "2.24.3"
 RELOAD4J = "1.2.25"
+#: broker -> the parent pom whose dependencyManagement its build resolves with (imported as a BOM)
+BUILD_POMS = {"pulsar": ("org.apache.pulsar", "pulsar")}
+#: how the cache entries were made; an entry made otherwise is resolved again
+RESOLVER_REVISION = 2
 #: Maven 3.8 can search a large dependency graph for minutes when the registry lacks one of its artifacts
 RESOLVE_TIMEOUT_S = 300.0
 
@@ -140,6 +144,12 @@ def _pom(broker: str, version: str, extra: list[tuple[str, str, str]]) -> str:
                    f"</dependency>" for dg, da, dv in deps)
     pinned = "".join(f"<dependency><groupId>{dg}</groupId><artifactId>{da}</artifactId><version>{dv}</version>"
                      f"</dependency>" for dg, da, dv in extra)
+    if broker in BUILD_POMS:
+        # the versions the broker's own build uses for every third-party library (Maven's "nearest wins"
+        # alone mixes e.g. OpenTelemetry versions that do not work together); the logging pins above win
+        bg, ba = BUILD_POMS[broker]
+        pinned += (f"<dependency><groupId>{bg}</groupId><artifactId>{ba}</artifactId><version>{version}</version>"
+                   "<type>pom</type><scope>import</scope></dependency>")
     return ('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
             f"<groupId>brokerbench.resolve</groupId><artifactId>{broker}</artifactId><version>1</version>"
             "<packaging>pom</packaging>"
@@ -193,6 +203,8 @@ def _check_manifest(d: Path) -> dict[str, Any] | None:
     try:
         manifest = json.loads((d / "manifest.json").read_text())
     except (OSError, ValueError):
+        return None
+    if manifest.get("resolver_revision") != RESOLVER_REVISION:
         return None
     for jar in manifest.get("jars", []):
         f = d / "lib" / jar["name"]
@@ -251,6 +263,7 @@ def _resolve_locked(broker: str, version: str, root: Path) -> Distribution:
                 raise DistributionError(broker, version, "the closure mixes Pulsar versions: " + ", ".join(others))
         manifest = {
             "broker": broker, "version": version, "artifact": f"{g}:{a}:{version}", "repository": "Maven Central",
+            "resolver_revision": RESOLVER_REVISION,
             "logging_api": logging_api(broker, version),
             "logging_jars": [f"{dg}:{da}:{dv}" for dg, da, dv in extra],
             "resolved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
