@@ -1,7 +1,8 @@
 """Apache Kafka and Apache Pulsar, resolved by version from Maven Central, on the local environment.
 
 Real resolution (Maven Central, the broker cache), real JVM brokers on
-127.0.0.1, real client libraries. Per broker: two versions start, serve a
+127.0.0.1, real client libraries. Per broker: two versions (Kafka 3.9 and 4.1,
+Pulsar 3.0 and 4.0) start, serve a
 round trip, listen on loopback only and leave nothing behind; the durability
 variants are proven by counting the broker's fsync/fdatasync calls with
 strace during a short phase; an injected delay (a TCP proxy the broker
@@ -195,7 +196,7 @@ def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(loca
 
 # -- Apache Pulsar ---------------------------------------------------------------------------
 
-PULSAR_VERSIONS = ["4.0.7"]
+PULSAR_VERSIONS = ["3.0.7", "4.0.7"]  # the 3.x and 4.x LTS lines
 
 
 @pytest.mark.parametrize("version", PULSAR_VERSIONS)
