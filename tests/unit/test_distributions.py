@@ -112,3 +112,17 @@ def test_from_home_reads_an_unpacked_tarball(tmp_path):
     assert (dist.version, dist.logging_api, dist.source) == ("3.9.1", "log4j1", "home")
     with pytest.raises(EnvironmentError_, match="is not an unpacked Apache Pulsar distribution"):
         d.from_home("pulsar", tmp_path)
+
+
+def test_stopping_or_tearing_down_never_resolves_a_version(tmp_path):
+    """A teardown (also on an aws host, through the agent) must not download a broker it never started, nor
+    fail on a version that cannot be resolved: only deploy resolves (this file's conftest makes resolution
+    fail in unit tests)."""
+    from brokerbench.environments.local import LocalEnvironment
+
+    env = LocalEnvironment("t/x", {"state_dir": str(tmp_path / "state"), "broker_versions": {"pulsar": "9.9.9"}})
+    env.provision()
+    for broker in ("kafka", "pulsar", "rabbitmq"):
+        env.undeploy(broker)
+    record = env.teardown()
+    assert record["errors"] == [] and record["remaining"] == []

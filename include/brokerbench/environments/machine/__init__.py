@@ -77,20 +77,25 @@ def make_broker(broker: str, state_dir: str | os.PathLike[str], settings: dict[s
                 for_start: bool = False) -> LocalBroker:
     """The LocalBroker for ``broker``.
 
-    A broker already running in the state dir keeps its implementation, so a
-    later task (other settings, another environment variable) still finds,
-    checks and stops it. ``for_start``: the implementation and version the
-    settings ask for (:meth:`LocalBroker.start` restarts a running broker that
-    differs).
+    Without ``for_start`` (check, stop): the implementation the state dir
+    recorded, so a later task (other settings, another environment variable)
+    still finds, checks and stops it, and nothing is resolved. ``for_start``:
+    the implementation and version the settings ask for, resolved
+    (:meth:`LocalBroker.start` restarts a running broker that differs).
     """
     settings = settings or {}
-    running = read_json(Path(state_dir) / broker / "broker.json", {}) or {}
-    if not for_start and running.get("status") == "running" and running.get("implementation"):
-        impl = running["implementation"]
-        dist = _running_distribution(broker, running) if impl.startswith("apache-") else None
-    else:
+    record = read_json(Path(state_dir) / broker / "broker.json", {}) or {}
+    if for_start:
         impl = implementation_for(broker, settings)
         dist = distribution_for(broker, settings) if impl.startswith("apache-") else None
+    else:
+        # check / stop: what the state dir recorded, never a resolution (a teardown must not download a
+        # broker it never started, and must work whatever the settings say now)
+        if record.get("implementation") in IMPLEMENTATIONS.get(broker, ()):
+            impl = record["implementation"]
+        else:
+            impl = IMPLEMENTATIONS[broker][0] if broker in IMPLEMENTATIONS else ""
+        dist = _running_distribution(broker, record) if impl.startswith("apache-") else None
     if impl == "apache-kafka":
         return ApacheKafkaBroker(state_dir, settings, dist)
     if impl == "tansu":
@@ -99,7 +104,9 @@ def make_broker(broker: str, state_dir: str | os.PathLike[str], settings: dict[s
         return ApachePulsarBroker(state_dir, settings, dist)
     if impl == "pulsar-lite":
         return PulsarLiteBroker(state_dir, settings)
-    return RabbitMQBroker(state_dir, settings)
+    if impl == "rabbitmq":
+        return RabbitMQBroker(state_dir, settings)
+    raise EnvironmentError_(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
 
 
 __all__ = ["BROKERS", "IMPLEMENTATIONS", "implementation_for", "distribution_for", "LocalBroker", "TansuBroker",
