@@ -652,12 +652,21 @@ def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
     lines = [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}" for v in regressed]
     if regressed and gated:
         raise RegressionFound(f"{len(regressed)} metric(s) regressed:\n" + "\n".join(lines))
+    from brokerbench.regression import IMPROVED, REGRESSED, UNCHANGED
+
+    verdicts = data.get("verdicts", [])
+    judged = [v for v in verdicts if v.get("verdict") in (REGRESSED, IMPROVED, UNCHANGED)]
     if regressed:
         log.warning("%d metric(s) regressed; not gating (regression_gate=%s, run type %s):\n%s",
                     len(regressed), mode, run_type, "\n".join(lines))
+    elif not judged:
+        # "no regression" would be misread: nothing was compared (invalid rows, too little history, no data)
+        log.warning("nothing judged: none of the %d verdict(s) compared a valid figure with a baseline "
+                    "(%s); this run says nothing about regressions", len(verdicts),
+                    ", ".join(sorted({str(v.get("verdict")).split(" (")[0] for v in verdicts})) or "no verdicts")
     else:
-        log.info("no regression (%d verdicts)", len(data.get("verdicts", [])))
-    return {"regressed": len(regressed), "gated": gated, "mode": mode, "run_type": run_type}
+        log.info("no regression: %d metric(s) judged, %d not judged", len(judged), len(verdicts) - len(judged))
+    return {"regressed": len(regressed), "judged": len(judged), "gated": gated, "mode": mode, "run_type": run_type}
 
 
 def compare(results_root: str, out_name: str, environment: str | None = None,

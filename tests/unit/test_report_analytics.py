@@ -57,6 +57,24 @@ def test_verdicts_step_writes_json_csv_and_gate_fails_scheduled_runs(results):
     assert pipeline.regression_gate(ctx_for(results, 8, regression_gate="never"), "scheduled")["gated"] is False
 
 
+def test_a_run_where_nothing_was_judged_does_not_read_no_regression(tmp_path, caplog):
+    import logging
+
+    ctx = pipeline.RunContext(dag_id="brokerbench_smoke", run_id="manual__n", suite="smoke",
+                              params={"results_root": str(tmp_path)})
+    (ctx.run_dir / "summary").mkdir(parents=True)
+    verdicts = [{"workload": "w", "broker": b, "variant": "fsync-off", "metric": "(all metrics)",
+                 "verdict": "not judged: invalid (foreign load: mean 43.6 % CPU)", "evidence": ""}
+                for b in ("kafka", "pulsar")]
+    (ctx.run_dir / "summary" / "regression.json").write_text(json.dumps({"verdicts": verdicts}))
+    with caplog.at_level(logging.INFO, logger="brokerbench"):
+        out = pipeline.regression_gate(ctx, "manual")
+    assert (out["regressed"], out["judged"]) == (0, 0)
+    said = [r.getMessage() for r in caplog.records if r.name == "brokerbench"]
+    assert any(m.startswith("nothing judged: none of the 2 verdict(s)") and "not judged: invalid" in m for m in said)
+    assert not any("no regression" in m for m in said)
+
+
 def test_min_runs_param_and_missing_run(results):
     pipeline.verdicts(ctx_for(results, 8, regression_min_runs=1))
     doc = json.loads((ctx_for(results, 8).run_dir / "summary" / "regression.json").read_text())
