@@ -223,3 +223,20 @@ def test_comparison_marks_durability_not_honoured(tmp_path):
                                                                           durability_honoured=False)])
     text = build_comparison(tmp_path / "history", tmp_path / "out").read_text()
     assert "did not honour variant" in text and "durability not honoured" in text
+
+
+def test_the_reports_headline_says_nothing_was_judged_when_no_verdict_compared_anything(results):
+    ctx = ctx_for(results, 8)
+    pipeline.verdicts(ctx)
+    summary = ctx.run_dir / "summary"
+    rows = [r for r in read_history(results / "history") if r["run_key"].endswith("2026-11-08")]
+    cols = list(rows[0])
+    (summary / "summary.csv").write_text(",".join(cols) + "\n" + "\n".join(
+        ",".join("" if r[c] is None else str(r[c]) for c in cols) for r in rows) + "\n")
+    doc = json.loads((summary / "regression.json").read_text())
+    for v in doc["verdicts"]:  # as on a busy host: every row invalid, so no figure was compared
+        v["verdict"] = "not judged: invalid (foreign load: mean 43.6 % CPU)"
+    (summary / "regression.json").write_text(json.dumps(doc))
+    text = build_report(ctx.run_dir, history_root=results / "history").read_text()
+    assert "<div class='headline unjudged'><strong>Nothing judged</strong>" in text
+    assert "No regression or improvement" not in text

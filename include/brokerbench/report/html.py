@@ -289,8 +289,9 @@ def what_matters_section(data: RunData) -> dict[str, Any]:
         classes[verdict_class(v.get("verdict"))] = classes.get(verdict_class(v.get("verdict")), 0) + 1
     rest = ", ".join(f"{n} {k}" for k, n in sorted(classes.items()) if k not in ("regressed", "improved"))
     insufficient = [v for v in verdicts if v.get("verdict") == "insufficient history"]
+    judged = [v for v in verdicts if v.get("verdict") in ("regressed", "improved", "unchanged")]
     return {"headline": {"regressed": len(regressed), "tracks": len({_track_label(v) for v in regressed}),
-                         "improved": len(improved), "rest": rest},
+                         "improved": len(improved), "judged": len(judged), "rest": rest},
             "findings": [(title, findings_groups(rows)) for title, rows
                          in (("Regressions", regressed), ("Improvements", improved)) if rows],
             "insufficient_n": len(insufficient),
