@@ -641,21 +641,20 @@ def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
     Param ``regression_gate``: ``auto`` (default) gates scheduled runs only,
     ``always`` gates every run, ``never`` none. Returns what it checked.
     """
+    from brokerbench.regression import JUDGED, REGRESSED
     from brokerbench.report.regression import read_verdicts
 
     mode = ctx.params.get("regression_gate") or "auto"
     data = read_verdicts(ctx.run_dir)
     if data is None:
         raise RuntimeError(f"{ctx.run_dir / 'summary' / 'regression.json'} is missing: no verdicts to check")
-    regressed = [v for v in data.get("verdicts", []) if v.get("verdict") == "regressed"]
+    verdicts = data.get("verdicts", [])
+    regressed = [v for v in verdicts if v.get("verdict") == REGRESSED]
     gated = mode == "always" or (mode == "auto" and run_type == "scheduled")
     lines = [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}" for v in regressed]
     if regressed and gated:
         raise RegressionFound(f"{len(regressed)} metric(s) regressed:\n" + "\n".join(lines))
-    from brokerbench.regression import IMPROVED, REGRESSED, UNCHANGED
-
-    verdicts = data.get("verdicts", [])
-    judged = [v for v in verdicts if v.get("verdict") in (REGRESSED, IMPROVED, UNCHANGED)]
+    judged = [v for v in verdicts if v.get("verdict") in JUDGED]
     if regressed:
         log.warning("%d metric(s) regressed; not gating (regression_gate=%s, run type %s):\n%s",
                     len(regressed), mode, run_type, "\n".join(lines))

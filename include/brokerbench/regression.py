@@ -48,6 +48,8 @@ from brokerbench.changepoint import Detector
 REGRESSED = "regressed"
 IMPROVED = "improved"
 UNCHANGED = "unchanged"
+#: the verdicts that compared a figure of this run with a baseline (the others judged nothing)
+JUDGED = (REGRESSED, IMPROVED, UNCHANGED)
 INSUFFICIENT = "insufficient history"
 NO_DATA = "no data"
 #: prefix of the verdict of a row that is not valid: "not judged: invalid (<reasons>)"

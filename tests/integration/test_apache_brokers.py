@@ -176,6 +176,15 @@ def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3):
         proxy.close()
 
 
+def p50_growth_ms(label: str, r: dict) -> tuple[float, float]:
+    """How much the delay added to publish and end-to-end p50 (ms); printed with the figures themselves."""
+    growth = [(r["delayed"][f].percentile(50) - r["direct"][f].percentile(50)) / 1e3
+              for f in ("publish_latency_us", "e2e_latency_us")]
+    print(f"{label}: +50 ms broker->client: publish p50 +{growth[0]:.1f} ms, end-to-end p50 +{growth[1]:.1f} ms;",
+          {n: {f: f"p50 {h.percentile(50) / 1e3:.1f} ms" for f, h in v.items()} for n, v in r.items()})
+    return growth[0], growth[1]
+
+
 def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(local_env):
     def deploy(proxy):
         if proxy is None:
@@ -185,10 +194,7 @@ def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(loca
                                 "fsync-off", {})
 
     r = delayed_and_direct(local_env, "kafka", deploy)
-    pub = (r["delayed"]["publish_latency_us"].percentile(50) - r["direct"]["publish_latency_us"].percentile(50)) / 1e3
-    e2e = (r["delayed"]["e2e_latency_us"].percentile(50) - r["direct"]["e2e_latency_us"].percentile(50)) / 1e3
-    print(f"apache-kafka: +50 ms broker->client: publish p50 +{pub:.1f} ms, end-to-end p50 +{e2e:.1f} ms;",
-          {n: {f: f"p50 {h.percentile(50) / 1e3:.1f} ms" for f, h in v.items()} for n, v in r.items()})
+    pub, e2e = p50_growth_ms("apache-kafka", r)
     assert 45 <= pub <= 75, pub  # the acknowledgement comes 50 ms later
     assert 45 <= e2e <= 120, e2e  # the fetch response too (and the next fetch waits for it)
     assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500
@@ -263,10 +269,7 @@ def test_pulsar_latency_grows_by_a_delay_injected_between_broker_and_clients(loc
                                 "fsync-off", {})
 
     r = delayed_and_direct(local_env, "pulsar", deploy)
-    pub = (r["delayed"]["publish_latency_us"].percentile(50) - r["direct"]["publish_latency_us"].percentile(50)) / 1e3
-    e2e = (r["delayed"]["e2e_latency_us"].percentile(50) - r["direct"]["e2e_latency_us"].percentile(50)) / 1e3
-    print(f"apache-pulsar: +50 ms broker->client: publish p50 +{pub:.1f} ms, end-to-end p50 +{e2e:.1f} ms;",
-          {n: {f: f"p50 {h.percentile(50) / 1e3:.1f} ms" for f, h in v.items()} for n, v in r.items()})
+    pub, e2e = p50_growth_ms("apache-pulsar", r)
     assert 45 <= pub <= 75, pub  # the receipt comes 50 ms later
     assert 45 <= e2e <= 120, e2e  # and so does every pushed message
     assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500

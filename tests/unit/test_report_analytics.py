@@ -96,7 +96,9 @@ def test_validate_accepts_analysis_params(tmp_path):
     assert "regression_gate" not in json.loads(ctx.plan_path.read_text())["params"]
 
 
-def test_report_shows_regression_table_quantile_curves_and_trends(results):
+def run_with_verdicts(results):
+    """The 8th run of the history with its verdicts and its summary.csv (its history rows), as the report
+    step finds them."""
     ctx = ctx_for(results, 8)
     pipeline.verdicts(ctx)
     summary = ctx.run_dir / "summary"
@@ -104,6 +106,11 @@ def test_report_shows_regression_table_quantile_curves_and_trends(results):
     cols = list(rows[0])
     (summary / "summary.csv").write_text(",".join(cols) + "\n" + "\n".join(
         ",".join("" if r[c] is None else str(r[c]) for c in cols) for r in rows) + "\n")
+    return ctx, summary
+
+
+def test_report_shows_regression_table_quantile_curves_and_trends(results):
+    ctx, summary = run_with_verdicts(results)
     (summary / "omb").mkdir()
     quantiles = {"50.0": 1.5, "90.0": 3.0, "99.0": 5.0, "99.9": 7.5, "99.99": 9.0, "100.0": 15.0}
     (summary / "omb" / "w1__kafka-latency__fsync-on.json").write_text(json.dumps({
@@ -226,13 +233,7 @@ def test_comparison_marks_durability_not_honoured(tmp_path):
 
 
 def test_the_reports_headline_says_nothing_was_judged_when_no_verdict_compared_anything(results):
-    ctx = ctx_for(results, 8)
-    pipeline.verdicts(ctx)
-    summary = ctx.run_dir / "summary"
-    rows = [r for r in read_history(results / "history") if r["run_key"].endswith("2026-11-08")]
-    cols = list(rows[0])
-    (summary / "summary.csv").write_text(",".join(cols) + "\n" + "\n".join(
-        ",".join("" if r[c] is None else str(r[c]) for c in cols) for r in rows) + "\n")
+    ctx, summary = run_with_verdicts(results)
     doc = json.loads((summary / "regression.json").read_text())
     for v in doc["verdicts"]:  # as on a busy host: every row invalid, so no figure was compared
         v["verdict"] = "not judged: invalid (foreign load: mean 43.6 % CPU)"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import brokerbench
-from brokerbench.regression import METRICS, split_status, track_changes, validity_rules, verdict_class
+from brokerbench.regression import JUDGED, METRICS, split_status, track_changes, validity_rules, verdict_class
 from brokerbench.trials import spread_columns, trials_of
 from brokerbench.util import text_table, write_atomic
 
@@ -289,7 +289,7 @@ def what_matters_section(data: RunData) -> dict[str, Any]:
         classes[verdict_class(v.get("verdict"))] = classes.get(verdict_class(v.get("verdict")), 0) + 1
     rest = ", ".join(f"{n} {k}" for k, n in sorted(classes.items()) if k not in ("regressed", "improved"))
     insufficient = [v for v in verdicts if v.get("verdict") == "insufficient history"]
-    judged = [v for v in verdicts if v.get("verdict") in ("regressed", "improved", "unchanged")]
+    judged = [v for v in verdicts if v.get("verdict") in JUDGED]
     return {"headline": {"regressed": len(regressed), "tracks": len({_track_label(v) for v in regressed}),
                          "improved": len(improved), "judged": len(judged), "rest": rest},
             "findings": [(title, findings_groups(rows)) for title, rows

@@ -75,6 +75,14 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
+def require_listening(address: str) -> None:
+    """Raise ConnectionRefusedError unless something accepts connections on ``host:port`` (a probe's first
+    step: client libraries back off for seconds, and log noisily, when they try too early)."""
+    host, port = address.rsplit(":", 1)
+    if not port_open(int(port), host):
+        raise ConnectionRefusedError(f"nothing listens on {address} yet")
+
+
 def port_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -351,9 +359,7 @@ class KafkaProbeMixin:
         """A metadata request with kafka-python."""
         from kafka import KafkaAdminClient
 
-        host, port = state["address"].rsplit(":", 1)
-        if not port_open(int(port), host):  # the client library would back off up to seconds between tries
-            raise ConnectionRefusedError(f"nothing listens on {state['address']} yet")
+        require_listening(state["address"])
         admin = KafkaAdminClient(bootstrap_servers=state["address"], request_timeout_ms=5000,
                                  client_id="brokerbench-probe")
         try:
@@ -377,9 +383,7 @@ class PulsarProbeMixin:
         """A pulsar.Client creates a producer on a throwaway topic."""
         import pulsar
 
-        host, port = state["address"].rsplit(":", 1)
-        if not port_open(int(port), host):  # spares the client library's connection-refused noise
-            raise ConnectionRefusedError(f"nothing listens on {state['address']} yet")
+        require_listening(state["address"])
         client = pulsar.Client(state["service_url"], operation_timeout_seconds=5, connection_timeout_ms=3000,
                                logger=_quiet_pulsar_logger())
         try:

@@ -94,7 +94,7 @@ class Distribution:
 
     def provenance(self) -> dict[str, Any]:
         """What the run's provenance records: artifact, source, cache directory, jars with sha256."""
-        return {k: v for k, v in self.manifest.items()} | {"lib": str(self.lib), "source": self.source}
+        return {**self.manifest, "lib": str(self.lib), "source": self.source}
 
 
 def cache_root() -> Path:
