@@ -61,12 +61,12 @@ def test_provision_tags_protects_and_is_idempotent_then_teardown_by_tag(moto_ser
 
 
 def test_cost_cap_refuses_before_any_instance(moto_server, sshd, tmp_path):
-    from brokerbench.environments.base import EnvironmentError_
+    from brokerbench.environments.base import EnvironmentFailure
 
     env = make_env(moto_server, sshd, tmp_path, run_key="t/expensive",
                    instance_types={"broker": "i3.4xlarge", "client": "c5.2xlarge", "metadata": "t2.small"},
                    counts={"broker": 3, "client": 4}, cost_cap_usd=1.0)
-    with pytest.raises(EnvironmentError_, match="above the cost cap"):
+    with pytest.raises(EnvironmentFailure, match="above the cost cap"):
         env.provision()
     assert instances_in_state(moto_server, "running", "t/expensive") == []
     assert instances_in_state(moto_server, "pending", "t/expensive") == []
@@ -121,7 +121,7 @@ def test_provision_failing_after_create_on_every_try_leaks_nothing(moto_server, 
     itself must leave 0 instances and 0 security groups of the run."""
     from brokerbench.dag_factory import DEFAULT_ARGS
     from brokerbench.environments.aws import fleet as aws_fleet
-    from brokerbench.environments.base import EnvironmentError_
+    from brokerbench.environments.base import EnvironmentFailure
 
     run = "t/fails-every-try"
     attempts = int(DEFAULT_ARGS.get("retries", 0)) + 1
@@ -130,13 +130,13 @@ def test_provision_failing_after_create_on_every_try_leaks_nothing(moto_server, 
 
     def fail_after_create(self, ids, *a, **kw):
         created.append(list(ids))
-        raise EnvironmentError_(f"instances not running after 600 s (injected): {ids}")
+        raise EnvironmentFailure(f"instances not running after 600 s (injected): {ids}")
 
     monkeypatch.setattr(aws_fleet.Fleet, "wait_running", fail_after_create)
     for attempt in range(attempts):
         # a fresh object per try, as each Airflow try is a new process
         env = make_env(moto_server, sshd, tmp_path, run_key=run, counts={"broker": 2, "client": 1})
-        with pytest.raises(EnvironmentError_, match="injected"):
+        with pytest.raises(EnvironmentFailure, match="injected"):
             env.provision()
         assert live_instances(moto_server, run) == [], f"try {attempt + 1} leaked instances"
         assert run_security_groups(moto_server, run) == [], f"try {attempt + 1} leaked its security group"

@@ -62,14 +62,14 @@ def test_broker_scripts_pass_shellcheck(tmp_path, broker, version, mode, setting
 
 
 def test_rabbitmq_4_refuses_classic_mirroring():
-    with pytest.raises(aws.EnvironmentError_, match="no classic queue mirroring"):
+    with pytest.raises(aws.EnvironmentFailure, match="no classic queue mirroring"):
         aws_brokers.render_scripts("rabbitmq", "4.1.4", HOSTS, [], {"ha_mode": 2})
 
 
 def test_kafka_modes_by_version():
     assert aws_brokers.kafka_mode("2.3.1") == "zookeeper" and aws_brokers.kafka_mode("3.9.1") == "kraft"
     assert aws_brokers.kafka_mode("3.9.1", "zookeeper") == "zookeeper"
-    with pytest.raises(aws.EnvironmentError_):
+    with pytest.raises(aws.EnvironmentFailure):
         aws_brokers.kafka_mode("4.1.0", "zookeeper")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from brokerbench.environments.base import EnvironmentError_
+from brokerbench.environments.base import EnvironmentFailure
 from brokerbench.environments.local import LocalEnvironment
 from brokerbench.environments.machine import RabbitMQBroker
 from brokerbench.environments.processes import recorded_processes
@@ -266,7 +266,7 @@ def test_a_broker_killed_with_sigkill_is_reported_by_name(local_env):
     state = broker_state(local_env, "kafka")
     os.kill(state["processes"][0]["pid"], signal.SIGKILL)
     time.sleep(0.3)
-    with pytest.raises(EnvironmentError_) as err:
+    with pytest.raises(EnvironmentFailure) as err:
         local_env.health("kafka")
     msg = str(err.value)
     assert msg.startswith("kafka (apache-kafka): died") and str(state["processes"][0]["pid"]) in msg
@@ -280,7 +280,7 @@ def test_a_broker_killed_with_sigkill_is_reported_by_name(local_env):
     # ... and a broker that died between deploys is reported by the next deploy
     os.kill(fresh["processes"][0]["pid"], signal.SIGKILL)
     time.sleep(0.3)
-    with pytest.raises(EnvironmentError_, match=r"^kafka \(apache-kafka\): died"):
+    with pytest.raises(EnvironmentFailure, match=r"^kafka \(apache-kafka\): died"):
         local_env.deploy("kafka", {}, "fsync-off", {})
     assert ep.bootstrap_servers == fresh["address"]
 
@@ -290,7 +290,7 @@ def test_a_broker_that_cannot_start_fails_with_its_log(local_env, monkeypatch):
 
     monkeypatch.setattr(machine.TansuBroker, "_binary", lambda self: "/bin/false")
     stand_ins(local_env)
-    with pytest.raises(EnvironmentError_) as err:
+    with pytest.raises(EnvironmentFailure) as err:
         local_env.deploy("kafka", {}, "fsync-off", {})
     msg = str(err.value)
     assert msg.startswith("kafka (tansu): exited during start-up") and "127.0.0.1:" in msg

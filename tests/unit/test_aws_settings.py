@@ -11,7 +11,7 @@ import pytest
 
 from brokerbench.environments.aws import fleet as aws_fleet
 from brokerbench.environments.aws.environment import AwsSettingsError, check_plan, check_settings
-from brokerbench.environments.base import EnvironmentError_
+from brokerbench.environments.base import EnvironmentFailure
 from brokerbench.spec import SpecError, build_plan, load_suite
 
 BASE = {"ami": "ami-12345678", "controller_cidr": "203.0.113.7/32",
@@ -37,7 +37,7 @@ def test_good_settings_pass_and_return_the_cost():
 
 def test_the_error_is_a_spec_error_and_an_environment_error_naming_the_field():
     e = refused({"tuning_profile": "x"})
-    assert isinstance(e, SpecError) and isinstance(e, EnvironmentError_) and e.file is None
+    assert isinstance(e, SpecError) and isinstance(e, EnvironmentFailure) and e.file is None
     assert e.field == "params.tuning_profile"
     assert str(e) == ("field 'params.tuning_profile': unknown profile 'x'; known: default, seed-000, seed-001, "
                       "seed-004 (include/infra/aws/profiles.yaml)")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from brokerbench.environments.base import EnvironmentError_
+from brokerbench.environments.base import EnvironmentFailure
 from brokerbench.environments.local import LocalSettingsError, check_brokers
 from brokerbench.environments.machine import distributions as d
 from brokerbench.environments.machine import implementation_for
@@ -82,7 +82,7 @@ def test_the_real_brokers_are_the_default_and_stand_ins_are_chosen_by_name():
     assert implementation_for("kafka", {}) == "apache-kafka"
     assert implementation_for("pulsar", {}) == "apache-pulsar"
     assert implementation_for("kafka", {"broker_implementations": {"kafka": "tansu"}}) == "tansu"
-    with pytest.raises(EnvironmentError_, match="'redpanda' is not one of apache-kafka, tansu"):
+    with pytest.raises(EnvironmentFailure, match="'redpanda' is not one of apache-kafka, tansu"):
         implementation_for("kafka", {"broker_implementations": {"kafka": "redpanda"}})
 
 
@@ -110,7 +110,7 @@ def test_from_home_reads_an_unpacked_tarball(tmp_path):
         (libs / name).write_bytes(b"x")
     dist = d.from_home("kafka", libs.parent)
     assert (dist.version, dist.logging_api, dist.source) == ("3.9.1", "log4j1", "home")
-    with pytest.raises(EnvironmentError_, match="is not an unpacked Apache Pulsar distribution"):
+    with pytest.raises(EnvironmentFailure, match="is not an unpacked Apache Pulsar distribution"):
         d.from_home("pulsar", tmp_path)
 
 

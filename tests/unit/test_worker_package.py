@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from brokerbench.environments.aws.worker_package import build_wheel, source_id, source_root, worker_package
-from brokerbench.environments.base import EnvironmentError_
+from brokerbench.environments.base import EnvironmentFailure
 
 
 def test_the_wheel_holds_the_package_and_is_reused_while_the_sources_are_unchanged(tmp_path):
@@ -39,7 +39,7 @@ def test_a_given_wheel_is_identified_by_its_file_hash(tmp_path):
 def test_a_bad_worker_wheel_setting_is_named(tmp_path, name):
     if name.endswith(".tar.gz"):
         (tmp_path / name).write_text("x")
-    with pytest.raises(EnvironmentError_, match="worker_wheel"):
+    with pytest.raises(EnvironmentFailure, match="worker_wheel"):
         worker_package(str(tmp_path / name), tmp_path / "out")
 
 
@@ -47,7 +47,7 @@ def test_a_bad_worker_wheel_setting_is_named(tmp_path, name):
 def test_bad_install_settings_are_refused_by_name(tmp_path, setting, value):
     from brokerbench.environments.aws.environment import AwsEnvironment
 
-    with pytest.raises(EnvironmentError_, match=setting):
+    with pytest.raises(EnvironmentFailure, match=setting):
         AwsEnvironment("t/bad-install", {"state_dir": str(tmp_path / "state"), setting: value})
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-class EnvironmentError_(RuntimeError):
+class EnvironmentFailure(RuntimeError):
     """A failure of the environment, with the host (or broker) it concerns."""
 
     def __init__(self, message: str, host: str | None = None):

@@ -29,7 +29,7 @@ import shlex
 import time
 from typing import Any
 
-from ..base import BrokerEndpoint, EnvironmentError_
+from ..base import BrokerEndpoint, EnvironmentFailure
 from .templates import profile, render
 
 log = logging.getLogger("brokerbench")
@@ -59,9 +59,9 @@ def kafka_mode(version: str, forced: str | None = None) -> str:
     """KRaft from 3.3 (production-ready), only KRaft from 4.0; ZooKeeper before."""
     v = _vtuple(version)
     if forced == "zookeeper" and v >= (4, 0):
-        raise EnvironmentError_(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
+        raise EnvironmentFailure(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
     if forced == "kraft" and v < (2, 8):
-        raise EnvironmentError_(f"Kafka {version} has no KRaft mode")
+        raise EnvironmentFailure(f"Kafka {version} has no KRaft mode")
     if forced:
         return forced
     return "kraft" if v >= (3, 3) else "zookeeper"
@@ -116,7 +116,7 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
     elif broker == "rabbitmq":
         mirroring = settings.pop("ha_mode", None)
         if mirroring and tuple(int(x) for x in version.split(".")[:1]) >= (4,):
-            raise EnvironmentError_(f"RabbitMQ {version} has no classic queue mirroring (removed in 4.0): "
+            raise EnvironmentFailure(f"RabbitMQ {version} has no classic queue mirroring (removed in 4.0): "
                                     "use quorum queues (driver queueType QUORUM)")
         policy = None
         if mirroring:
@@ -130,7 +130,7 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
                 short_name=_short(h["name"]), address=h["address"], data_dir=data_dir, cookie=cookie,
                 settings=settings, mirroring=policy)))
     else:
-        raise EnvironmentError_(f"unknown broker {broker!r}")
+        raise EnvironmentFailure(f"unknown broker {broker!r}")
     return out
 
 
@@ -153,7 +153,7 @@ def _step(env, host_name: str, script: str, action: str, timeout: float = 900) -
     path = f"{env.host_dir(host)}/scripts/{script}"
     res = host.sudo(f"bash {shlex.quote(path)} {action}", timeout=timeout)
     if not res.ok:
-        raise EnvironmentError_(f"{script} {action} failed (exit {res.returncode}): "
+        raise EnvironmentFailure(f"{script} {action} failed (exit {res.returncode}): "
                                 f"{(res.stderr or res.stdout).strip()[-800:]}", host_name)
 
 
@@ -213,7 +213,7 @@ def _wait(env, broker: str, timeout_s: float) -> None:
         pending = [n for n in pending if not host_by[n].sudo(
             f"bash {shlex.quote(env.host_dir(host_by[n]) + '/scripts/' + script)} status", timeout=30).ok]
         if pending and time.monotonic() > deadline:
-            raise EnvironmentError_(f"{broker} not serving after {timeout_s:.0f} s on {', '.join(pending)}")
+            raise EnvironmentFailure(f"{broker} not serving after {timeout_s:.0f} s on {', '.join(pending)}")
         if pending:
             time.sleep(3)
 
@@ -223,7 +223,7 @@ def health_installed(env, broker: str) -> dict[str, Any]:
     for h in env.hosts("broker"):
         res = h.sudo(f"bash {shlex.quote(env.host_dir(h) + '/scripts/' + script)} status", timeout=30)
         if not res.ok:
-            raise EnvironmentError_(f"{broker}: not serving on {h.name}: {(res.stderr or res.stdout).strip()[-300:]}")
+            raise EnvironmentFailure(f"{broker}: not serving on {h.name}: {(res.stderr or res.stdout).strip()[-300:]}")
     return {"broker": broker, "status": "serving"}
 
 

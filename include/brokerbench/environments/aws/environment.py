@@ -42,7 +42,7 @@ from typing import Any
 from ...spec.errors import SpecError
 from ...util import write_json_atomic
 from .. import hostmetrics, hostsetup
-from ..base import BrokerEndpoint, Environment, EnvironmentError_
+from ..base import BrokerEndpoint, Environment, EnvironmentFailure
 from ..processes import state_dir_for
 from ..settings import AwsSettings, defaults
 from . import fleet as aws_fleet
@@ -69,9 +69,9 @@ class AwsEnvironment(Environment):
         self.remote_dir = s["remote_dir"].rstrip("/")
         self.remote_python = s.get("remote_python") or f"{self.remote_dir}/venv/bin/python"
         if s["worker_install"] not in ("auto", "never"):
-            raise EnvironmentError_(f"setting worker_install: {s['worker_install']!r} is not one of 'auto', 'never'")
+            raise EnvironmentFailure(f"setting worker_install: {s['worker_install']!r} is not one of 'auto', 'never'")
         if not isinstance(s["worker_pip_args"], list) or not all(isinstance(a, str) for a in s["worker_pip_args"]):
-            raise EnvironmentError_(f"setting worker_pip_args: expected a list of strings, got "
+            raise EnvironmentFailure(f"setting worker_pip_args: expected a list of strings, got "
                                     f"{s['worker_pip_args']!r}")
         # brokerbench installs its package only into the venv it owns, never into a given Python
         self.installs_worker = s["worker_install"] == "auto" and not s.get("remote_python")
@@ -221,7 +221,7 @@ class AwsEnvironment(Environment):
             return json.loads(path.read_text())
         running = self.fleet_api().instances(["running"])
         if not running:
-            raise EnvironmentError_(f"no running instance tagged {aws_fleet.RUN_TAG}={self.run_key}: "
+            raise EnvironmentFailure(f"no running instance tagged {aws_fleet.RUN_TAG}={self.run_key}: "
                                     "provision has not run (or teardown already did)")
         hosts = [aws_fleet.host_record(i) for i in running]
         for h in hosts:
@@ -266,7 +266,7 @@ class AwsEnvironment(Environment):
                        if l.startswith("BROKERBENCH_RESULT ")), None)
         if rc != 0 or result is None or "error" in (result or {}):
             detail = (result or {}).get("error") or "\n".join(lines[-15:]) or f"exit {rc}"
-            raise EnvironmentError_(f"agent {command} failed (exit {rc}): {detail}", host.name)
+            raise EnvironmentFailure(f"agent {command} failed (exit {rc}): {detail}", host.name)
         return result
 
     # -- host setup ----------------------------------------------------------------------
@@ -314,7 +314,7 @@ class AwsEnvironment(Environment):
         rec["setup_script"] = {"mode": "apply" if self.host_changes else "plan (host_changes off: nothing changed)",
                                "returncode": res.returncode, "output": (res.stdout + res.stderr)[-3000:]}
         if not res.ok:
-            raise EnvironmentError_(f"host setup script failed (exit {res.returncode}): "
+            raise EnvironmentFailure(f"host setup script failed (exit {res.returncode}): "
                                     f"{(res.stderr or res.stdout)[-800:]}", host.name)
         rec["disks"] = _parse_kv(res.stdout, "DISK")
         if self.host_changes:
@@ -360,7 +360,7 @@ class AwsEnvironment(Environment):
                       script, 0o755)
         res = host.sudo(f"bash {shlex.quote(script)}", timeout=900)
         if not res.ok:
-            raise EnvironmentError_(f"installing the brokerbench package failed (exit {res.returncode}): "
+            raise EnvironmentFailure(f"installing the brokerbench package failed (exit {res.returncode}): "
                                     f"{(res.stderr + res.stdout).strip()[-800:]}", host.name)
         elapsed = time.monotonic() - started
         log.info("[%s] brokerbench installed in %.1f s", host.name, elapsed)
@@ -374,7 +374,7 @@ class AwsEnvironment(Environment):
         if not res.ok:
             how = ("the install did not take" if self.installs_worker else
                    "leave remote_python unset and worker_install 'auto' to have host setup install it")
-            raise EnvironmentError_(f"the brokerbench package does not import with {self.remote_python} ({how}): "
+            raise EnvironmentFailure(f"the brokerbench package does not import with {self.remote_python} ({how}): "
                                     f"{(res.stderr or res.stdout).strip()[-400:]}", host.name)
         version, py = (res.stdout.split() + ["?", "?"])[:2]
         return {"brokerbench_version": version, "python": py, "python_path": self.remote_python}
@@ -434,7 +434,7 @@ class AwsEnvironment(Environment):
                            extra=f"--out {shlex.quote(out)} --host {shlex.quote(host.name)} "
                                  f"--interval {float(self.settings['metrics_interval_s'])}")
                 rec["metrics"].append({"host": host.name, "remote": out})
-            except EnvironmentError_ as e:
+            except EnvironmentFailure as e:
                 rec["metrics"].append({"host": host.name, "error": str(e)})
         return rec
 
@@ -449,7 +449,7 @@ class AwsEnvironment(Environment):
                 if host.get_file(remote, local):
                     out[host.name] = {"role": host.role, "file": local,
                                       **hostmetrics.summarise(hostmetrics.parse_lines(Path(local).read_text()))}
-            except EnvironmentError_ as e:
+            except EnvironmentFailure as e:
                 out[host.name] = {"role": host.role, "error": str(e)}
         return out
 
@@ -462,7 +462,7 @@ class AwsEnvironment(Environment):
             raise ValueError(f"{len(jobs)} jobs but {len(out_paths)} output paths")
         clients = self.hosts("client")
         if not clients:
-            raise EnvironmentError_("the fleet has no client host")
+            raise EnvironmentFailure("the fleet has no client host")
         per_host: dict[int, list[int]] = {}
         for i in range(len(jobs)):
             per_host.setdefault(i % len(clients), []).append(i)
@@ -486,7 +486,7 @@ class AwsEnvironment(Environment):
             try:
                 res = self.agent(host, "run-workers", {"jobs": rjobs, "out_paths": routs, "timeout_s": timeout_s},
                                  timeout=timeout_s + 120, on_line=lambda l: log.info("%s", l))
-            except EnvironmentError_ as e:
+            except EnvironmentFailure as e:
                 res = [{"worker": rjobs[k].get("worker"), "returncode": 255, "error": str(e)} for k in range(len(idx))]
             for k, i in enumerate(idx):
                 r = dict(res[k]) if k < len(res) else {"worker": jobs[i].get("worker"), "returncode": 255,
@@ -545,7 +545,7 @@ class AwsEnvironment(Environment):
         self.state_dir.mkdir(parents=True, exist_ok=True)
         _write(self.state_dir / "teardown.json", record)
         if record.get("remaining") or any(e.startswith("EC2") for e in record["errors"]):
-            raise EnvironmentError_(f"teardown incomplete: {record}")
+            raise EnvironmentFailure(f"teardown incomplete: {record}")
         return record
 
     def _stop_host_processes(self, record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -571,12 +571,12 @@ PARAM_SETTINGS = ("broker_versions", "instance_types", "instance_counts", "cost_
 MAX_INSTANCES_PER_ROLE = 30
 
 
-class AwsSettingsError(SpecError, EnvironmentError_):
+class AwsSettingsError(SpecError, EnvironmentFailure):
     """A setting of the aws environment that cannot work, found before any machine
     exists. A SpecError (the validate task fails at once, without retry) whose field
     says where the value comes from: ``params.<key>`` (a run param),
     ``environmentSettings.<key>`` (the suite) or ``BROKERBENCH_AWS_SETTINGS.<key>``
-    (the site settings); and an EnvironmentError_ for callers of provision."""
+    (the site settings); and an EnvironmentFailure for callers of provision."""
 
     def __init__(self, message: str, field: str):
         SpecError.__init__(self, message, None, field)
@@ -682,7 +682,7 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
     if "kafka" in brokers and s["deploy_mode"] == "install":
         try:
             kafka_mode(str(versions["kafka"]), s.get("kafka_mode"))
-        except EnvironmentError_ as e:
+        except EnvironmentFailure as e:
             refuse("kafka_mode", str(e))
 
     # tuning profile

@@ -43,7 +43,7 @@ import re
 import time
 from typing import Any
 
-from ..base import EnvironmentError_
+from ..base import EnvironmentFailure
 
 log = logging.getLogger("brokerbench")
 
@@ -236,7 +236,7 @@ class Fleet:
                     if "NotFound" in str(e):
                         break
                     if i == attempts - 1:
-                        raise EnvironmentError_(f"security group {sg['GroupId']} not deleted: {e}") from e
+                        raise EnvironmentFailure(f"security group {sg['GroupId']} not deleted: {e}") from e
                     time.sleep(wait_s)
         return deleted
 
@@ -295,7 +295,7 @@ class Fleet:
         record: dict[str, Any] = {"kept": keep, "terminated": dict(drop), "security_groups_deleted": []}
         left = self.terminate(list(drop))
         if left:
-            raise EnvironmentError_(f"instances of run {self.run_key} left by an earlier attempt could not be "
+            raise EnvironmentFailure(f"instances of run {self.run_key} left by an earlier attempt could not be "
                                     f"terminated: {left}")
         stale = [g["GroupId"] for g in self.security_groups() if g["GroupId"] != security_group]
         if stale:
@@ -365,7 +365,7 @@ class Fleet:
                 timeout_s, poll_s))
         except Exception as e:  # noqa: BLE001 - WaiterError: a state that cannot become running, or time out
             states = {i["InstanceId"]: i["State"]["Name"] for i in self._describe(ids)}
-            raise EnvironmentError_(f"instances not running (waited up to {timeout_s:.0f} s): {states}: {e}") from e
+            raise EnvironmentFailure(f"instances not running (waited up to {timeout_s:.0f} s): {states}: {e}") from e
         return self._describe(ids)
 
     def _describe(self, ids: list[str]) -> list[dict[str, Any]]:
@@ -413,7 +413,7 @@ class Fleet:
         else:
             try:
                 record["security_groups_deleted"] = self.delete_security_groups()
-            except EnvironmentError_ as e:
+            except EnvironmentFailure as e:
                 record["errors"].append(str(e))
         record["remaining"] = [i["InstanceId"] for i in self.instances(LIVE_STATES)]
         record["security_groups_remaining"] = [g["GroupId"] for g in self.security_groups()]

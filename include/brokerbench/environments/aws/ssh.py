@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..base import CommandResult, EnvironmentError_, Host
+from ..base import CommandResult, EnvironmentFailure, Host
 
 log = logging.getLogger("brokerbench")
 
@@ -67,7 +67,7 @@ class SshHost(Host):
             try:
                 client = self.hook().get_conn()
             except Exception as e:  # noqa: BLE001 - the message names the host
-                raise EnvironmentError_(f"SSH to {self.address}:{self.port or 22} failed: {e}", self.name) from e
+                raise EnvironmentFailure(f"SSH to {self.address}:{self.port or 22} failed: {e}", self.name) from e
             self._verify_host_key(client)
             self._client = client
         return self._client
@@ -87,7 +87,7 @@ class SshHost(Host):
                 log.info("%s: host key %s pinned for this run (trust on first use)", self.name, key.get_name())
             elif pinned != seen:
                 client.close()
-                raise EnvironmentError_(
+                raise EnvironmentFailure(
                     f"host key changed since the run first connected ({key.get_name()}); refusing to "
                     f"send commands. Pinned keys: {self.known_hosts}", self.name)
 
@@ -103,7 +103,7 @@ class SshHost(Host):
                                                                get_pty=False, environment=None, timeout=timeout)
             return CommandResult(self.name, command, rc, out.decode(errors="replace"),
                                  err.decode(errors="replace"))
-        except EnvironmentError_ as e:
+        except EnvironmentFailure as e:
             return CommandResult(self.name, command, 255, "", str(e))
         except Exception as e:  # noqa: BLE001 - a timeout or a dropped connection is a result
             self.close()

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from ...resources import data_dir
-from ..base import EnvironmentError_
+from ..base import EnvironmentFailure
 
 #: include/infra/aws in the tree (package data ``infra-aws``)
 INFRA = data_dir("infra-aws")
@@ -34,5 +34,5 @@ def profiles() -> dict[str, Any]:
 def profile(name: str, broker: str) -> dict[str, str]:
     all_ = profiles()
     if name not in all_:
-        raise EnvironmentError_(f"tuning profile {name!r} not found; profiles: {', '.join(sorted(all_))}")
+        raise EnvironmentFailure(f"tuning profile {name!r} not found; profiles: {', '.join(sorted(all_))}")
     return {str(k): str(v) for k, v in (all_[name].get(broker) or {}).items()}

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...resources import PACKAGE_DIR, source_root
-from ..base import EnvironmentError_
+from ..base import EnvironmentFailure
 
 __all__ = ["PACKAGE_DIR", "WorkerPackage", "build_wheel", "source_id", "source_root", "worker_package"]
 
@@ -65,7 +65,7 @@ def build_wheel(out_dir: Path) -> WorkerPackage:
     """
     root = source_root()
     if root is None:
-        raise EnvironmentError_(
+        raise EnvironmentFailure(
             f"no brokerbench source tree above {PACKAGE_DIR} to build the worker wheel from: set "
             "worker_wheel to a built wheel, or preinstall brokerbench on the hosts' image and set "
             "worker_install to 'never'", "controller")
@@ -90,7 +90,7 @@ def build_wheel(out_dir: Path) -> WorkerPackage:
             capture_output=True, text=True, timeout=300)
         found = sorted(wheels.glob("brokerbench-*.whl"))
         if proc.returncode != 0 or not found:
-            raise EnvironmentError_(f"building the worker wheel failed (exit {proc.returncode}): "
+            raise EnvironmentFailure(f"building the worker wheel failed (exit {proc.returncode}): "
                                     f"{(proc.stderr or proc.stdout).strip()[-800:]}", "controller")
         target.mkdir(parents=True, exist_ok=True)
         wheel = Path(shutil.copy2(found[0], target / found[0].name))
@@ -102,6 +102,6 @@ def worker_package(setting: str | None, out_dir: Path) -> WorkerPackage:
     if setting:
         path = Path(setting).expanduser()
         if not path.is_file() or path.suffix != ".whl":
-            raise EnvironmentError_(f"worker_wheel {setting!r} is not a wheel file", "controller")
+            raise EnvironmentFailure(f"worker_wheel {setting!r} is not a wheel file", "controller")
         return WorkerPackage(path, file_id(path), f"given: {path}")
     return build_wheel(out_dir)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import hostsetup
-from ..base import Environment, EnvironmentError_
+from ..base import Environment, EnvironmentFailure
 from ..machine import distribution_for, implementation_for
 from ..machine.distributions import DistributionError
 from ..machine.runtime import Machine
@@ -40,7 +40,7 @@ log = logging.getLogger("brokerbench")
 __all__ = ["LocalEnvironment", "LocalSettingsError", "check_brokers", "brokerbench_home", "state_dir_for"]
 
 
-class LocalSettingsError(EnvironmentError_):
+class LocalSettingsError(EnvironmentFailure):
     """A local setting that cannot work; ``setting`` is its dotted name (``broker_versions.kafka``)."""
 
     def __init__(self, message: str, setting: str):
@@ -71,7 +71,7 @@ def check_brokers(settings: dict[str, Any], brokers: list[str]) -> dict[str, dic
     for broker in brokers:
         try:
             impl = implementation_for(broker, settings)
-        except EnvironmentError_ as e:
+        except EnvironmentFailure as e:
             raise LocalSettingsError(str(e).split(": ", 1)[-1], f"broker_implementations.{broker}") from None
         asked = (settings.get("broker_versions") or {}).get(broker)
         if impl.startswith("apache-"):
@@ -79,7 +79,7 @@ def check_brokers(settings: dict[str, Any], brokers: list[str]) -> dict[str, dic
                 dist = distribution_for(broker, settings)
             except DistributionError as e:
                 raise LocalSettingsError(str(e), f"broker_versions.{broker}") from None
-            except EnvironmentError_ as e:  # a kafka_home / pulsar_home that is no distribution
+            except EnvironmentFailure as e:  # a kafka_home / pulsar_home that is no distribution
                 raise LocalSettingsError(str(e), f"{broker}_home") from None
             out[broker] = {"implementation": impl, "version": dist.version, "distribution": dist.provenance()}
         elif broker == "rabbitmq":

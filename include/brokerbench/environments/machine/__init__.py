@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..base import EnvironmentError_
+from ..base import EnvironmentFailure
 from ..processes import read_json
 from . import distributions
 from .apache_kafka import ApacheKafkaBroker
@@ -48,10 +48,10 @@ def implementation_for(broker: str, settings: dict[str, Any] | None = None) -> s
     """The implementation ``settings["broker_implementations"][broker]`` asks for, else the default
     (the real broker). Raises naming the setting when the name is not one of :data:`IMPLEMENTATIONS`."""
     if broker not in IMPLEMENTATIONS:
-        raise EnvironmentError_(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
+        raise EnvironmentFailure(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
     chosen = ((settings or {}).get("broker_implementations") or {}).get(broker) or IMPLEMENTATIONS[broker][0]
     if chosen not in IMPLEMENTATIONS[broker]:
-        raise EnvironmentError_(f"broker_implementations.{broker}: {chosen!r} is not one of "
+        raise EnvironmentFailure(f"broker_implementations.{broker}: {chosen!r} is not one of "
                                 f"{', '.join(IMPLEMENTATIONS[broker])}")
     return chosen
 
@@ -106,7 +106,7 @@ def make_broker(broker: str, state_dir: str | os.PathLike[str], settings: dict[s
         return PulsarLiteBroker(state_dir, settings)
     if impl == "rabbitmq":
         return RabbitMQBroker(state_dir, settings)
-    raise EnvironmentError_(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
+    raise EnvironmentFailure(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
 
 
 __all__ = ["BROKERS", "IMPLEMENTATIONS", "implementation_for", "distribution_for", "LocalBroker", "TansuBroker",

@@ -28,7 +28,7 @@ from typing import Any
 
 import psutil
 
-from ..base import BrokerEndpoint, EnvironmentError_
+from ..base import BrokerEndpoint, EnvironmentFailure
 from ..processes import (
     MARKER_BROKER,
     MARKER_STATE,
@@ -159,7 +159,7 @@ class LocalBroker(ABC):
         except subprocess.TimeoutExpired as e:
             p = subprocess.CompletedProcess(argv, 124, e.stdout or "", f"timed out after {timeout:.0f} s")
         if check and p.returncode != 0:
-            raise EnvironmentError_(f"{' '.join(argv[:3])} failed (exit {p.returncode}): "
+            raise EnvironmentFailure(f"{' '.join(argv[:3])} failed (exit {p.returncode}): "
                                     f"{(p.stderr or p.stdout).strip()[-800:]}", host=self.label())
         return p
 
@@ -283,10 +283,10 @@ class LocalBroker(ABC):
         """(path, offset) of the logs worth showing when something goes wrong."""
         return [(e["log"], e.get("log_offset", 0)) for e in state.get("processes", []) if e.get("log")]
 
-    def _error(self, state: dict[str, Any], what: str) -> EnvironmentError_:
+    def _error(self, state: dict[str, Any], what: str) -> EnvironmentFailure:
         tails = [f"--- {path} (last lines) ---\n{log_tail(path, 25, offset)}"
                  for path, offset in self._log_files(state)]
-        return EnvironmentError_(f"{what}; address {state.get('address', '?')}\n" + "\n".join(tails),
+        return EnvironmentFailure(f"{what}; address {state.get('address', '?')}\n" + "\n".join(tails),
                                  host=self.label(state))
 
     def check(self, state: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -296,7 +296,7 @@ class LocalBroker(ABC):
         """
         state = state or self.state()
         if not state or state.get("status") != "running":
-            raise EnvironmentError_("is not running (not deployed, or stopped)", host=self.label(state))
+            raise EnvironmentFailure("is not running (not deployed, or stopped)", host=self.label(state))
         dead = [e for e in state.get("processes", []) if e.get("main") and not alive(e)]
         if dead:
             err = self._error(state, f"died: process {dead[0]['pid']} ({dead[0].get('role')}) is no longer running")

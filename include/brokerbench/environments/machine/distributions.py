@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..base import EnvironmentError_
+from ..base import EnvironmentFailure
 from ..processes import locked
 from ..settings import LocalSettings
 
@@ -65,7 +65,7 @@ RESOLVER_REVISION = 2
 RESOLVE_TIMEOUT_S = 300.0
 
 
-class DistributionError(EnvironmentError_):
+class DistributionError(EnvironmentFailure):
     """A broker version that cannot be resolved; names the broker, version, artifact and reason."""
 
     def __init__(self, broker: str, version: str, reason: str):
@@ -228,7 +228,7 @@ def resolve(broker: str, version: str | None = None) -> Distribution:
     Raises :class:`DistributionError` naming the version, the artifact and Maven's reason.
     """
     if broker not in ARTIFACTS:
-        raise EnvironmentError_(f"{broker} is not resolved from Maven Central (only {', '.join(ARTIFACTS)})")
+        raise EnvironmentFailure(f"{broker} is not resolved from Maven Central (only {', '.join(ARTIFACTS)})")
     version = str(version or DEFAULT_VERSIONS[broker]).strip()
     if not VERSION_RE.match(version):
         raise DistributionError(broker, version, "not a version number (expected e.g. 4.1.1 or 3.9.1)")
@@ -286,7 +286,7 @@ def from_home(broker: str, home: str | os.PathLike[str]) -> Distribution:
     home = Path(home)
     lib = home / ("libs" if broker == "kafka" else "lib")
     if not lib.is_dir():
-        raise EnvironmentError_(f"{lib} does not exist: {home} is not an unpacked Apache "
+        raise EnvironmentFailure(f"{lib} does not exist: {home} is not an unpacked Apache "
                                 f"{'Kafka' if broker == 'kafka' else 'Pulsar'} distribution", host=broker)
     names = sorted(x.name for x in lib.glob("*.jar"))
     if broker == "kafka":
@@ -307,7 +307,7 @@ def java() -> str:
         return str(Path(home, "bin", "java"))
     found = shutil.which("java")
     if not found:
-        raise EnvironmentError_("no java on PATH and no JAVA_HOME: Apache Kafka and Apache Pulsar need a JDK 17 "
+        raise EnvironmentFailure("no java on PATH and no JAVA_HOME: Apache Kafka and Apache Pulsar need a JDK 17 "
                                 "(the bootstrap installs Debian's openjdk-17-jdk-headless when run as root)")
     return found
 

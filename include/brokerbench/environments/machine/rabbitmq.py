@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..base import BrokerEndpoint, EnvironmentError_
+from ..base import BrokerEndpoint, EnvironmentFailure
 from ..processes import alive, same_process, terminate
 from .broker import LOOPBACK, LocalBroker, free_ports
 
@@ -84,7 +84,7 @@ class RabbitMQBroker(LocalBroker):
     def _launch(self, broker_settings: dict[str, Any]) -> dict[str, Any]:
         n = int(broker_settings.get("nodes", 1))
         if n < 1:
-            raise EnvironmentError_(f"nodes must be at least 1 (got {n})", host=self.label())
+            raise EnvironmentFailure(f"nodes must be at least 1 (got {n})", host=self.label())
         tag = secrets.token_hex(3)
         ports = free_ports(1 + 2 * n)
         home = self.dir / "home"

@@ -26,7 +26,7 @@ from typing import Any
 
 import psutil
 
-from ..base import BrokerEndpoint, EnvironmentError_, LocalHost
+from ..base import BrokerEndpoint, EnvironmentFailure, LocalHost
 from ..processes import (
     MARKER_BROKER,
     MARKER_STATE,
@@ -63,7 +63,7 @@ class Machine:
     # -- brokers ------------------------------------------------------------------
     def _broker(self, broker: str, for_start: bool = False):
         if broker not in BROKERS:
-            raise EnvironmentError_(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
+            raise EnvironmentFailure(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
         return make_broker(broker, self.state_dir, self.settings, for_start=for_start)
 
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
