@@ -36,7 +36,8 @@ from statistics import median
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from brokerbench.regression import IMPROVED, METRICS, REGRESSED, Rule, judge_series  # noqa: E402
+from brokerbench.metrics import METRICS, Judgement  # noqa: E402
+from brokerbench.regression import Rule, judge_series  # noqa: E402
 
 STEPS = (0.05, 0.10, 0.25)
 
@@ -56,7 +57,7 @@ def verdicts(rows: list[dict], start: int, metric, rule: Rule, stop_at_regressed
     for i in range(start, len(rows)):
         v = judge_series(rows[:i], rows[i], metric, rule)["verdict"]
         out.append(v)
-        if stop_at_regressed and v == REGRESSED:
+        if stop_at_regressed and v == Judgement.REGRESSED:
             break
     return out
 
@@ -70,8 +71,8 @@ def measure(metric, cv_percent: float, trials: int, reps: int, warmup: int, judg
     for _ in range(max(1, reps // 5)):  # each false-alarm history judges `judged` runs
         values = [draw(rng, level, sigma, trials) for _ in range(warmup + judged)]
         vs = verdicts(rows_of(values, metric.column), warmup, metric, rule)
-        regressed += vs.count(REGRESSED)
-        improved += vs.count(IMPROVED)
+        regressed += vs.count(Judgement.REGRESSED)
+        improved += vs.count(Judgement.IMPROVED)
         total += len(vs)
     out = {"metric": metric.column, "cv_percent": cv_percent, "trials": trials, "judged_runs": total,
            "false_alarms_per_100": round(100.0 * regressed / total, 2),
@@ -83,7 +84,7 @@ def measure(metric, cv_percent: float, trials: int, reps: int, warmup: int, judg
             pre = [draw(rng, level, sigma, trials) for _ in range(warmup)]
             post = [draw(rng, level * (1 + sign * step), sigma, trials) for _ in range(after)]
             vs = verdicts(rows_of(pre + post, metric.column), warmup, metric, rule, stop_at_regressed=True)
-            delays.append(vs.index(REGRESSED) + 1 if REGRESSED in vs else None)
+            delays.append(vs.index(Judgement.REGRESSED) + 1 if Judgement.REGRESSED in vs else None)
         found = [d for d in delays if d is not None]
         key = f"{round(step * 100)}%"
         out[f"found_3_{key}"] = round(sum(d <= 3 for d in found) / reps, 2)

@@ -41,7 +41,8 @@ from statistics import mean, median, pstdev
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from brokerbench.regression import MAD_TO_SIGMA, METRICS  # noqa: E402
+from brokerbench.metrics import METRICS  # noqa: E402
+from brokerbench.regression import MAD_TO_SIGMA  # noqa: E402
 from brokerbench.report.data import read_table  # noqa: E402
 
 

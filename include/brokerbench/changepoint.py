@@ -28,6 +28,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from brokerbench.metrics import METRICS, Direction, number
+
 MAD_TO_SIGMA = 1.4826
 
 
@@ -207,7 +209,7 @@ class VersionDiff:
     variant: str
     environment: str | None
     metric: str
-    better: str
+    better: Direction
     version_a: str
     version_b: str
     runs_a: int
@@ -237,7 +239,6 @@ def compare_versions(rows: Sequence[Mapping[str, Any]], metrics: Sequence[Any] |
     """Each broker version against the one measured before it, per broker x workload x variant x environment
     and metric, labelled by the statistic of :func:`change_points` (t test on logs, ``alpha``, the metric's
     minimum effect). Rows should be status ``ok`` history rows."""
-    from brokerbench.regression import METRICS, _number
 
     metrics = METRICS if metrics is None else metrics
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
@@ -248,9 +249,9 @@ def compare_versions(rows: Sequence[Mapping[str, Any]], metrics: Sequence[Any] |
         order = _version_order(grows)
         for va, vb in zip(order, order[1:]):
             for m in metrics:
-                a = [v for v in (_number(r.get(m.column)) for r in grows if str(r.get("broker_version")) == va)
+                a = [v for v in (number(r.get(m.column)) for r in grows if str(r.get("broker_version")) == va)
                      if v is not None and v > 0]
-                c = [v for v in (_number(r.get(m.column)) for r in grows if str(r.get("broker_version")) == vb)
+                c = [v for v in (number(r.get(m.column)) for r in grows if str(r.get("broker_version")) == vb)
                      if v is not None and v > 0]
                 if not a or not c:
                     continue

@@ -303,8 +303,8 @@ def _report_found(results_root: str, run_dir: Path, run_uri: str) -> bool:
 def _cmd_bench(args) -> int:
     import datetime as dt
 
-    from brokerbench.pipeline import default_results_root
     from brokerbench.spec import SpecError, load_suite
+    from brokerbench.spec.plan import default_results_root
 
     try:
         conf = parse_conf(args.conf)

@@ -49,7 +49,7 @@ from brokerbench.operators import (
     ValidatePlanOperator,
     VerdictOperator,
 )
-from brokerbench.pipeline import default_results_root
+from brokerbench.spec.plan import default_results_root
 from brokerbench.util import dag_id_for
 
 log = logging.getLogger("brokerbench")

@@ -25,7 +25,7 @@ def history_root(results_root: str | Path) -> str:
     return f"{str(results_root).rstrip('/')}/history"
 
 
-def run_key(dag_id: str, run_id: str) -> str:
+def history_run_key(dag_id: str, run_id: str) -> str:
     """As spark_jobs/history.py: the run's partition value."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", f"{dag_id}__{run_id}")
 
@@ -68,7 +68,7 @@ def run_meta(dag_id: str, run_id: str, run_type: str | None, run_ts: str, enviro
     import brokerbench
 
     return {
-        "dag_id": dag_id, "run_id": run_id, "run_key": run_key(dag_id, run_id), "run_type": run_type or "unknown",
+        "dag_id": dag_id, "run_id": run_id, "run_key": history_run_key(dag_id, run_id), "run_type": run_type or "unknown",
         "run_ts": run_ts, "date": run_ts[:10], "environment": environment, "suite": suite,
         "brokerbench_version": brokerbench.__version__, "params": params or {},
     }

@@ -35,6 +35,7 @@ states, XCom) through the Task SDK, which works in both processes.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import smtplib
@@ -42,10 +43,17 @@ import socket
 import urllib.request
 from dataclasses import dataclass, field
 from email.message import EmailMessage
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from airflow.sdk import BaseNotifier
+from airflow.sdk import BaseHook, BaseNotifier
+from airflow.sdk.exceptions import AirflowNotFoundException
+
+from brokerbench.metrics import Judgement
+from brokerbench.spec.plan import default_results_root
+from brokerbench.storage import is_s3, staging_root
+from brokerbench.util import safe_name
 
 log = logging.getLogger("brokerbench")
 
@@ -122,14 +130,12 @@ def _params(context: dict) -> dict[str, Any]:
 
 def results_location(context: dict) -> str:
     """Where the run's files are: ``<results_root>/runs/<dag>/<run>`` (an s3:// URI for S3 roots)."""
-    from brokerbench.pipeline import default_results_root, safe_name
-
     root = str(_params(context).get("results_root") or default_results_root())
     return f"{root.rstrip('/')}/runs/{safe_name(_dag_id(context))}/{safe_name(_run_id(context))}"
 
 
 def _base_url() -> str | None:
-    try:
+    try:  # the module moved between Airflow releases: whichever this one has
         from airflow.sdk.configuration import conf
     except ImportError:  # pragma: no cover - older layouts
         from airflow.configuration import conf
@@ -151,7 +157,7 @@ def failed_task_ids(context: dict) -> list[str]:
     where there is no supervisor, e.g. `airflow dags test`), else the context's task instance."""
     dag_id, run_id = _dag_id(context), _run_id(context)
     states: dict[str, Any] | None = None
-    try:
+    try:  # only inside a task supervisor; `airflow dags test` has none
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
         result = RuntimeTaskInstance.get_task_states(dag_id=dag_id, run_ids=[run_id])
@@ -170,6 +176,7 @@ def failed_task_ids(context: dict) -> list[str]:
 
 
 def _task_states_from_db(dag_id: str, run_id: str) -> dict[str, str]:
+    # the metadata database, only where this process has one (airflow dags test)
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -254,12 +261,10 @@ def regression_message(context: dict) -> Message:
 
 
 def _regressed_from_verdicts(location: str) -> list[str]:
+    # the report package loads matplotlib: not while DAG files are parsed (notifiers are built then)
+    from brokerbench.report.verdict_table import read_verdicts
+
     try:
-        from pathlib import Path
-
-        from brokerbench.report.regression import read_verdicts
-        from brokerbench.storage import is_s3, staging_root
-
         if is_s3(location):
             root, _, rel = location.partition("/runs/")
             run_dir = staging_root(root) / "runs" / rel
@@ -267,7 +272,7 @@ def _regressed_from_verdicts(location: str) -> list[str]:
             run_dir = Path(location)
         data = read_verdicts(run_dir) or {}
         return [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}"
-                for v in data.get("verdicts", []) if v.get("verdict") == "regressed"]
+                for v in data.get("verdicts", []) if v.get("verdict") == Judgement.REGRESSED]
     except Exception as e:  # noqa: BLE001
         log.debug("notify: verdicts not readable at %s: %s", location, e)
         return []
@@ -280,9 +285,6 @@ _told_off: set[str] = set()
 
 def _connection(conn_id: str):
     """The connection, or None (notifications off) when it is not defined."""
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
     try:
         return BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
@@ -353,8 +355,6 @@ def send_webhook(conn, message: Message) -> None:
     body = json.dumps(message.payload(), default=str).encode()
     req = urllib.request.Request(webhook_url(conn), data=body, headers=headers, method="POST")
     if conn.login:
-        import base64
-
         token = base64.b64encode(f"{conn.login}:{conn.password or ''}".encode()).decode()
         req.add_header("Authorization", f"Basic {token}")
     with urllib.request.urlopen(req, timeout=float(extra.get("timeout") or TIMEOUT_S)) as resp:  # noqa: S310

@@ -17,6 +17,7 @@ from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from brokerbench import pipeline
+from brokerbench.spec.plan import default_results_root
 
 #: The Spark connection brokerbench uses. Defined by the project (Makefile,
 #: Dockerfile); its absence is an error, never a silent fallback to yarn.
@@ -435,7 +436,7 @@ class CompareOperator(BaseOperator):
 
     def execute(self, context: Any) -> Any:
         params = dict(context["params"] or {})
-        results_root = params.get("results_root") or pipeline.default_results_root()
+        results_root = params.get("results_root") or default_results_root()
         for events in (context.get("triggering_asset_events") or {}).values():
             for event in events:
                 extra = getattr(event, "extra", None) or {}

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
+from brokerbench.spec.plan import default_results_root
 from brokerbench.util import safe_name  # re-exported: result paths and S3 keys are built with it
 
 log = logging.getLogger("brokerbench")
@@ -30,13 +31,6 @@ RUN_BULK = ("raw/", "hostmetrics/")
 
 #: Repository root (include/brokerbench/pipeline.py -> parents[2]).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def default_results_root() -> str:
-    """``BROKERBENCH_RESULTS_ROOT``, else results/ in the project."""
-    from brokerbench.spec.plan import default_results_root as spec_default
-
-    return spec_default()
 
 
 
@@ -575,9 +569,9 @@ def publish_history(ctx: RunContext, sync, out: Path) -> dict[str, int]:
     ``_manifests/<run key>.json`` lists the files): upload exactly those files under ``history/`` and delete
     the run's keys the job did not write again (a re-run whose partition values changed), so the store never
     holds a run twice. Other runs' keys are never touched."""
-    from brokerbench.history import run_key
+    from brokerbench.history import history_run_key
 
-    key = run_key(ctx.dag_id, ctx.run_id)
+    key = history_run_key(ctx.dag_id, ctx.run_id)
     manifest_path = out / "_manifests" / f"{key}.json"
     if not manifest_path.exists():
         raise RuntimeError(f"the history job wrote no manifest {manifest_path}: nothing to publish")
@@ -614,11 +608,11 @@ def write_run_meta(ctx: RunContext, run_type: str | None, run_ts: str) -> dict[s
 
 def verdicts(ctx: RunContext) -> dict[str, Any]:
     """Regression verdicts of this run against its tracks' history: summary/regression.{json,csv}."""
-    from brokerbench.history import read_history, run_key
+    from brokerbench.history import history_run_key, read_history
     from brokerbench.regression import Rule, counts, verdicts_for_run
-    from brokerbench.report.regression import text_table, write_verdicts
+    from brokerbench.report.verdict_table import text_table, write_verdicts
 
-    key = run_key(ctx.dag_id, ctx.run_id)
+    key = history_run_key(ctx.dag_id, ctx.run_id)
     rule = Rule(min_runs=int(ctx.params.get("regression_min_runs") or Rule.min_runs))
     from brokerbench.trials import combine
 
@@ -641,15 +635,15 @@ def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
     Param ``regression_gate``: ``auto`` (default) gates scheduled runs only,
     ``always`` gates every run, ``never`` none. Returns what it checked.
     """
-    from brokerbench.regression import JUDGED, REGRESSED
-    from brokerbench.report.regression import read_verdicts
+    from brokerbench.metrics import JUDGED, Judgement
+    from brokerbench.report.verdict_table import read_verdicts
 
     mode = ctx.params.get("regression_gate") or "auto"
     data = read_verdicts(ctx.run_dir)
     if data is None:
         raise RuntimeError(f"{ctx.run_dir / 'summary' / 'regression.json'} is missing: no verdicts to check")
     verdicts = data.get("verdicts", [])
-    regressed = [v for v in verdicts if v.get("verdict") == REGRESSED]
+    regressed = [v for v in verdicts if v.get("verdict") == Judgement.REGRESSED]
     gated = mode == "always" or (mode == "auto" and run_type == "scheduled")
     lines = [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}" for v in regressed]
     if regressed and gated:

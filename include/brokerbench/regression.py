@@ -43,17 +43,9 @@ from dataclasses import asdict, dataclass, field
 from statistics import median
 from typing import Any, Iterable, Mapping, Sequence
 
-from brokerbench.changepoint import Detector
+from brokerbench.changepoint import Detector, change_points, change_record, side_text
+from brokerbench.metrics import METRICS, Judgement, Metric, number, unit_of
 
-REGRESSED = "regressed"
-IMPROVED = "improved"
-UNCHANGED = "unchanged"
-#: the verdicts that compared a figure of this run with a baseline (the others judged nothing)
-JUDGED = (REGRESSED, IMPROVED, UNCHANGED)
-INSUFFICIENT = "insufficient history"
-NO_DATA = "no data"
-#: prefix of the verdict of a row that is not valid: "not judged: invalid (<reasons>)"
-NOT_JUDGED = "not judged"
 #: the metric name of that single verdict
 ALL_METRICS = "(all metrics)"
 
@@ -79,34 +71,6 @@ MAD_TO_SIGMA = 1.4826
 
 #: fields that identify a track (history columns)
 TRACK = ("broker", "broker_version", "workload", "variant", "environment")
-
-
-@dataclass(frozen=True)
-class Metric:
-    column: str
-    #: "lower" = lower is better (latency), "higher" = higher is better (rates)
-    better: str
-    #: relative threshold: a change smaller than this fraction of the baseline is never a verdict
-    #: (the threshold rule's relative term and the change points' minimum effect)
-    relative: float
-    #: absolute floor in the column's unit: a smaller change is never a verdict
-    floor: float
-
-
-#: metrics judged, in report order; thresholds stated in docs/analytics.md
-METRICS: tuple[Metric, ...] = (
-    Metric("publish_rate_msg_s", "higher", 0.03, 0.0),
-    Metric("consume_rate_msg_s", "higher", 0.03, 0.0),
-    Metric("publish_latency_avg_ms", "lower", 0.05, 0.05),
-    Metric("publish_latency_p50_ms", "lower", 0.05, 0.05),
-    Metric("publish_latency_p99_ms", "lower", 0.08, 0.1),
-    Metric("publish_latency_p999_ms", "lower", 0.12, 0.2),
-    Metric("e2e_latency_avg_ms", "lower", 0.05, 0.05),
-    Metric("e2e_latency_p50_ms", "lower", 0.05, 0.05),
-    Metric("e2e_latency_p99_ms", "lower", 0.08, 0.1),
-    Metric("e2e_latency_p999_ms", "lower", 0.12, 0.2),
-    Metric("publish_delay_p99_us", "lower", 0.30, 100.0),
-)
 
 
 @dataclass(frozen=True)
@@ -150,16 +114,6 @@ class Verdict:
         return asdict(self)
 
 
-def _number(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def robust_spread(values: Sequence[float]) -> float:
     """1.4826 x the median absolute deviation from the median."""
     centre = median(values)
@@ -169,19 +123,6 @@ def robust_spread(values: Sequence[float]) -> float:
 def noise_multiplier(k: float, n: int) -> float:
     """k x (1 + 1/sqrt(n)): a wider threshold when the spread comes from few runs."""
     return k * (1.0 + 1.0 / math.sqrt(max(n, 1)))
-
-
-def log_spread(values: Sequence[float]) -> float:
-    """1.4826 x the median absolute deviation of the logarithms of positive values (a relative spread)."""
-    return robust_spread([math.log(v) for v in values])
-
-
-def unit_of(column: str) -> str:
-    """The unit of a metric column, from its name (``_ms``, ``_us``, ``_msg_s``); "" when unknown."""
-    for suffix, unit in (("_msg_s", "msg/s"), ("_ms", "ms"), ("_us", "µs")):
-        if column.endswith(suffix):
-            return unit
-    return ""
 
 
 def _signed(x: float, digits: str = ".1f") -> str:
@@ -197,7 +138,8 @@ def _judge_linear(v: float, base: list[float], metric: Metric, rule: Rule, out: 
     threshold = max(metric.relative * abs(centre), k * spread, metric.floor)
     change = v - centre
     worse = change if metric.better == "lower" else -change
-    verdict = REGRESSED if worse > threshold else IMPROVED if worse < -threshold else UNCHANGED
+    verdict = (Judgement.REGRESSED if worse > threshold else Judgement.IMPROVED if worse < -threshold
+               else Judgement.UNCHANGED)
     pct = 100.0 * change / centre if centre else None
     which = ("relative" if threshold == metric.relative * abs(centre) else
              "noise" if threshold == k * spread else "floor")
@@ -220,13 +162,13 @@ def judge(value: Any, baseline: Sequence[Any], metric: Metric, rule: Rule = Rule
     k x (1 + 1/sqrt n)) and the floor (|value - level| > floor, in the column's unit). Otherwise (a value
     <= 0, e.g. a count that can be 0) the linear rule of :func:`_judge_linear`, and the evidence says so.
     """
-    v = _number(value)
-    base = [b for b in (_number(x) for x in baseline) if b is not None][-rule.baseline_runs:]
+    v = number(value)
+    base = [b for b in (number(x) for x in baseline) if b is not None][-rule.baseline_runs:]
     out: dict[str, Any] = {"value": v, "baseline_n": len(base)}
     if v is None:
-        return {**out, "verdict": NO_DATA, "evidence": "this run has no value"}
+        return {**out, "verdict": Judgement.NO_DATA, "evidence": "this run has no value"}
     if len(base) < rule.min_runs:
-        return {**out, "verdict": INSUFFICIENT,
+        return {**out, "verdict": Judgement.INSUFFICIENT,
                 "evidence": f"{len(base)} earlier run(s) of this track, {rule.min_runs} needed"}
     if v <= 0 or any(b <= 0 for b in base):
         nonpos = sum(b <= 0 for b in base) + (v <= 0)
@@ -250,7 +192,7 @@ def judge(value: Any, baseline: Sequence[Any], metric: Metric, rule: Rule = Rule
     bound = terms[which]
     beyond = ratio > bound if up else ratio < bound
     worse_up = metric.better == "lower"
-    verdict = UNCHANGED if not beyond else REGRESSED if up == worse_up else IMPROVED
+    verdict = Judgement.UNCHANGED if not beyond else Judgement.REGRESSED if up == worse_up else Judgement.IMPROVED
     change = v - level
     pct = 100.0 * (ratio - 1.0)
     threshold = abs(bound - 1.0) * level
@@ -300,7 +242,7 @@ def not_judged(row: Mapping[str, Any]) -> tuple[str, str]:
     reasons = row.get("invalid_reasons") or (rest if kind == "invalid" else
                                              rest.partition(" | invalid: ")[2] or None)
     rules = validity_rules(reasons)
-    verdict = f"{NOT_JUDGED}: {kind} ({rest})" if rest else f"{NOT_JUDGED}: {kind}"
+    verdict = f"{Judgement.NOT_JUDGED}: {kind} ({rest})" if rest else f"{Judgement.NOT_JUDGED}: {kind}"
     evidence = f"status {row.get('status')!s}: a row whose status is not ok is never judged nor a baseline"
     if rules:
         evidence += "; validity rule(s): " + ", ".join(rules)
@@ -310,7 +252,7 @@ def not_judged(row: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def track_of(row: Mapping[str, Any]) -> tuple:
-    return tuple(row.get(k) for k in TRACK) + (_number(row.get("target_rate_msg_s")),)
+    return tuple(row.get(k) for k in TRACK) + (number(row.get("target_rate_msg_s")),)
 
 
 def _order_key(row: Mapping[str, Any]) -> tuple:
@@ -325,17 +267,16 @@ def judge_series(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any], 
     ``baseline_runs`` (run keys), and for a change point ``p_value`` and
     ``change_point`` (:func:`brokerbench.changepoint.change_record`).
     """
-    from brokerbench.changepoint import change_points, change_record, side_text
 
     det = rule.detector
-    usable = [h for h in rows if _number(h.get(metric.column)) is not None][-det.history_runs:]
-    value = _number(current.get(metric.column))
+    usable = [h for h in rows if number(h.get(metric.column)) is not None][-det.history_runs:]
+    value = number(current.get(metric.column))
     if value is None or len(usable) < rule.min_runs:
         j = judge(value, [h.get(metric.column) for h in usable], metric, rule)
-        return {**j, "rule": RULE_NONE if j["verdict"] == INSUFFICIENT else "",
+        return {**j, "rule": RULE_NONE if j["verdict"] == Judgement.INSUFFICIENT else "",
                 "baseline_runs": [str(h.get("run_key")) for h in usable]}
     series_rows = list(usable) + [current]
-    values = [_number(h.get(metric.column)) for h in series_rows]
+    values = [number(h.get(metric.column)) for h in series_rows]
     positive = all(v > 0 for v in values)
     searched = len(values) >= det.min_points and positive
     changes = change_points(values, metric.relative, det) if searched else []
@@ -352,7 +293,8 @@ def judge_series(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any], 
                     f"({'' if c.change_percent is None else f'{c.change_percent:+.1f} %'}), p = {c.p_value:.2g} "
                     f"(t test on log values, alpha {det.alpha:g}); before: {side_text(record['before_runs'])}; "
                     f"after: {side_text(record['after_runs'])}")
-        return {"value": value, "verdict": REGRESSED if worse > 0 else IMPROVED, "rule": RULE_CHANGE_POINT,
+        verdict = Judgement.REGRESSED if worse > 0 else Judgement.IMPROVED
+        return {"value": value, "verdict": verdict, "rule": RULE_CHANGE_POINT,
                 "baseline_median": c.before_median, "baseline_spread": robust_spread(before),
                 "baseline_n": len(before), "change": change,
                 "change_percent": 100.0 * change / c.before_median if c.before_median else None,
@@ -435,26 +377,25 @@ def earlier_rows(row: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -
 
 def track_changes(rows: Iterable[Mapping[str, Any]], metric: Metric, rule: Rule = Rule()) -> list[dict[str, Any]]:
     """Every significant change point of one track's ok rows (any order) for ``metric`` (report charts)."""
-    from brokerbench.changepoint import change_points, change_record
 
-    series = sorted((r for r in rows if is_valid(r) and _number(r.get(metric.column)) is not None), key=_order_key)
-    values = [_number(r.get(metric.column)) for r in series]
+    series = sorted((r for r in rows if is_valid(r) and number(r.get(metric.column)) is not None), key=_order_key)
+    values = [number(r.get(metric.column)) for r in series]
     if not values or any(v <= 0 for v in values):
         return []
     return [change_record(c, series, metric.column)
             for c in change_points(values, metric.relative, rule.detector)]
 
 
-def verdict_class(verdict: str | None) -> str:
+def verdict_category(verdict: str | None) -> str:
     """A verdict without its reasons: ``not judged: invalid (...)`` -> ``not judged: invalid``."""
     text = str(verdict)
-    return text.split(" (", 1)[0] if text.startswith(NOT_JUDGED) else text
+    return text.split(" (", 1)[0] if text.startswith(Judgement.NOT_JUDGED) else text
 
 
 def counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
     """Verdicts per class (``not judged`` ones without their reasons)."""
     c: dict[str, int] = {}
     for v in verdicts:
-        k = verdict_class(v.verdict)
+        k = verdict_category(v.verdict)
         c[k] = c.get(k, 0) + 1
     return c

@@ -32,7 +32,7 @@ import re
 from statistics import median_low
 from typing import Any, Iterable, Mapping
 
-from brokerbench.regression import METRICS, _number
+from brokerbench.metrics import METRICS, number
 from brokerbench.util import split_trial
 
 #: figures combined by the lower median (rates, latencies, delays, percentages, backlog)
@@ -75,14 +75,14 @@ def combine_group(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     columns = list(dict.fromkeys(c for r in trials for c in r))
     for c in columns:
         if c in SUMMED:
-            values = [v for v in (_number(r.get(c)) for r in used) if v is not None]
+            values = [v for v in (number(r.get(c)) for r in used) if v is not None]
             total = sum(values) if values else None
             out[c] = int(total) if total is not None and all(isinstance(r.get(c), int) for r in used) else total
         elif is_figure(c):
-            values = [v for v in (_number(r.get(c)) for r in used) if v is not None]
+            values = [v for v in (number(r.get(c)) for r in used) if v is not None]
             out[c] = median_low(values) if values else None
     for m in METRICS:
-        values = [v for v in (_number(r.get(m.column)) for r in used) if v is not None]
+        values = [v for v in (number(r.get(m.column)) for r in used) if v is not None]
         lo, hi = spread_columns(m.column)
         out[lo], out[hi] = (min(values), max(values)) if values else (None, None)
     out["trials"] = len(trials)

@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote, urlencode
 
+from brokerbench.spec.plan import default_results_root
+from brokerbench.storage import S3Sync, staging_root
+
 #: Where the plugin mounts the app in Airflow's api-server.
 URL_PREFIX = "/brokerbench"
-#: The top-level directories of a results root that are served.
-SERVED_DIRS = ("runs", "comparisons")
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._=-]+$")  # brokerbench.pipeline.safe_name's alphabet
 
@@ -88,12 +89,6 @@ class NotServed(Exception):
 
 # -- roots -----------------------------------------------------------------------
 
-def default_root() -> str:
-    from brokerbench.spec.plan import default_results_root
-
-    return default_results_root()
-
-
 def normalize_root(root: str) -> str:
     """Comparable form of a results root: ``s3://bucket/prefix`` without trailing slash, or a real path."""
     root = str(root).strip()
@@ -104,7 +99,7 @@ def normalize_root(root: str) -> str:
 
 def served_roots() -> list[str]:
     """The default results root, then those of ``BROKERBENCH_SERVED_ROOTS`` (comma separated)."""
-    roots = [default_root()]
+    roots = [default_results_root()]
     roots += [r.strip() for r in os.environ.get("BROKERBENCH_SERVED_ROOTS", "").split(",") if r.strip()]
     out: list[str] = []
     for r in roots:
@@ -172,12 +167,6 @@ def report_url(results_root: str | None, run_key_or_path: str, *, base_url: str 
     return _url(["runs", dag_id, run_id, *rest], results_root, base_url)
 
 
-def run_index_url(results_root: str | None, run_key: str, *, base_url: str | None = None) -> str:
-    """The URL of the index of a run's files."""
-    dag_id, run_id = _parts(run_key)[-2:]
-    return _url(["runs", dag_id, run_id, ""], results_root, base_url)
-
-
 def comparison_url(results_root: str | None, name_or_path: str, *, base_url: str | None = None) -> str:
     """The URL of a comparison report: a name (``comparisons/<name>/comparison.html``),
     ``latest`` (``comparisons/latest.html``), or a path under ``.../comparisons/``."""
@@ -209,7 +198,7 @@ def content_type(name: str) -> str:
     return CONTENT_TYPES.get(ext) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
-class _Local:
+class _LocalRoot:
     def __init__(self, root: str):
         self.root = Path(root)
 
@@ -248,26 +237,24 @@ _S3_LOCK = threading.Lock()
 _S3_TTL_S = 300.0
 
 
-def _s3(root: str):
+def cached_s3_sync(root: str):
     """storage.S3Sync of ``root`` (its S3Hook client, through brokerbench's AWS connection), cached a while."""
     with _S3_LOCK:
         hit = _S3_CACHE.get(root)
         if hit and time.monotonic() - hit[0] < _S3_TTL_S:
             return hit[1]
-    from brokerbench.storage import S3Sync
-
     sync = S3Sync(root)
     with _S3_LOCK:
         _S3_CACHE[root] = (time.monotonic(), sync)
     return sync
 
 
-class _S3:
+class _S3Root:
     def __init__(self, root: str):
-        self.sync = _s3(root)
+        self.sync = cached_s3_sync(root)
 
     def open(self, rel: list[str]) -> tuple[int, Iterator[bytes]] | None:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # botocore loads only where an s3:// root is served
 
         try:
             obj = self.sync.client.get_object(Bucket=self.sync.bucket, Key=self.sync.key("/".join(rel)))
@@ -286,7 +273,7 @@ class _S3:
         return int(obj.get("ContentLength") or 0), chunks()
 
     def listing(self, rel: list[str]) -> list[tuple[str, int]]:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # as above: only for s3:// roots
 
         prefix = self.sync.key("/".join(rel)) + "/"
         out = []
@@ -307,7 +294,7 @@ class _S3:
 
 
 def store(root: str):
-    return _S3(root) if root.startswith("s3://") else _Local(root)
+    return _S3Root(root) if root.startswith("s3://") else _LocalRoot(root)
 
 
 # -- the app ---------------------------------------------------------------------
@@ -325,6 +312,7 @@ def _index_html(title: str, files: list[tuple[str, int]], query: str) -> str:
 def _auth_dependencies():
     """FastAPI dependencies of Airflow's own authentication (imported only inside the api-server):
     (any authenticated user, a user allowed to read the runs of the path's DAG)."""
+    # Airflow's api-server parts: present only when the app runs inside it (the plugin), not in tests of the app
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
     from airflow.api_fastapi.core_api.security import get_user
@@ -348,6 +336,7 @@ def create_app(*, auth: bool = False):
     ``auth``: require an Airflow user (inside the api-server); False for a
     stand-alone app (tests, or behind another gate).
     """
+    # FastAPI loads only when the app is built (the api-server, the report server), not for the URL helpers
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, StreamingResponse
 
@@ -435,8 +424,6 @@ class LazyApp:
 
 def root_of_path(path: str) -> str | None:
     """The served results root whose directory (or, for s3://, staging copy) holds ``path``; None if none does."""
-    from brokerbench.storage import staging_root
-
     real = os.path.realpath(str(path))
     for root in served_roots():
         base = os.path.realpath(staging_root(root))
@@ -457,7 +444,7 @@ def task_results_root(ti: Any, path: str | None = None) -> str | None:
     if get_context is not None:
         try:
             params = get_context().get("params") or {}
-            return params.get("results_root") or default_root()
+            return params.get("results_root") or default_results_root()
         except Exception:  # no context: fall back on the path
             pass
     return root_of_path(path) if path else None

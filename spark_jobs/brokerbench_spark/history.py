@@ -50,7 +50,7 @@ MANIFESTS = "_manifests"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 
 
-def run_key(dag_id: str, run_id: str) -> str:
+def history_run_key(dag_id: str, run_id: str) -> str:
     """A partition value Spark and every file system keep as is."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", f"{dag_id}__{run_id}")
 
@@ -140,7 +140,7 @@ def append_run(history_root: str, history_out: str, run_dir: str, appended_at: s
 
     summary = Summary(run_dir, client)
     meta = run_meta(run_dir, summary, client)
-    key = run_key(str(meta["dag_id"]), str(meta["run_id"]))
+    key = history_run_key(str(meta["dag_id"]), str(meta["run_id"]))
     table = summary.table()
     values = {
         "run_key": key, "dag_id": meta["dag_id"], "run_id": meta["run_id"], "run_type": meta["run_type"],

@@ -184,9 +184,9 @@ def test_a_celery_deployment_measures_one_run_at_a_time_and_keeps_everything_in_
         assert any(k.startswith(run_prefix + folder) and k.endswith(suffix) for k in keys), (folder, sorted(keys))
     assert any(k.startswith(run_prefix + "raw/") for k in keys)
     history = d.s3.keys("results/history/")
-    from brokerbench.history import run_key
+    from brokerbench.history import history_run_key
 
-    m1_key = run_key(SMOKE, m1)
+    m1_key = history_run_key(SMOKE, m1)
     assert any(f"/run_key={m1_key}/" in k for k in history), history[:20]
     print(f"S3 keys of {m1}: {len(keys)} under s3://{BUCKET}/{run_prefix}; history files: "
           f"{[k for k in history if m1_key in k]}")

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from brokerbench.history import read_history, run_key, run_meta, write_run_meta
+from brokerbench.history import history_run_key, read_history, run_meta, write_run_meta
 
 pytestmark = pytest.mark.integration
 
@@ -83,8 +83,8 @@ def test_first_append_has_every_row_with_provenance(store):
     rows = store["after_first"]
     assert len(rows) == 3
     keys = {r["run_key"] for r in rows}
-    assert keys == {run_key("brokerbench_nightly", "scheduled__2026-11-20T00:00:00+00:00"),
-                    run_key("brokerbench_nightly", "scheduled__2026-11-21T00:00:00+00:00")}
+    assert keys == {history_run_key("brokerbench_nightly", "scheduled__2026-11-20T00:00:00+00:00"),
+                    history_run_key("brokerbench_nightly", "scheduled__2026-11-21T00:00:00+00:00")}
     kafka_a = next(r for r in rows if r["broker"] == "kafka" and r["date"] == "2026-11-20")
     for col, value in (("run_type", "scheduled"), ("environment", "local"), ("suite", "nightly-latency"),
                        ("dag_id", "brokerbench_nightly"), ("run_id", "scheduled__2026-11-20T00:00:00+00:00"),
@@ -152,7 +152,7 @@ def test_manifest_lists_exactly_the_run_files(store):
     import json
 
     history: Path = store["history"]
-    key = run_key("brokerbench_nightly", "scheduled__2026-11-20T00:00:00+00:00")
+    key = history_run_key("brokerbench_nightly", "scheduled__2026-11-20T00:00:00+00:00")
     manifest = json.loads((history / "_manifests" / f"{key}.json").read_text())
     assert manifest["run_key"] == key and manifest["history_root"] == str(history) and manifest["rows"] == 2
     on_disk = sorted(p.relative_to(history).as_posix() for p in history.rglob(f"run_key={key}/*.parquet"))

@@ -7,17 +7,13 @@ import math
 import random
 
 from brokerbench.changepoint import Detector, change_points, compare_versions, significance
+from brokerbench.metrics import Judgement, Metric
 from brokerbench.regression import (
-    IMPROVED,
-    INSUFFICIENT,
-    REGRESSED,
     RULE_CHANGE_POINT,
     RULE_NONE,
     RULE_THRESHOLD,
     RULE_THRESHOLD_SHORT,
     RULE_VALIDITY,
-    UNCHANGED,
-    Metric,
     judge_series,
     track_changes,
     verdicts_for_run,
@@ -58,9 +54,9 @@ def test_clear_step_is_regressed_at_once_then_by_its_change_point_with_the_runs_
     versions = ["3.9.0"] * 20 + ["3.9.1"] * 3
     rs = rows(series([(10.0, 20), (12.0, 3)], 0.03, seed=1), versions=versions)
     first = judge_series(rs[:20], rs[20], P99)
-    assert first["verdict"] == REGRESSED and first["rule"] == RULE_THRESHOLD
+    assert first["verdict"] == Judgement.REGRESSED and first["rule"] == RULE_THRESHOLD
     last = judge_series(rs[:22], rs[22], P99)
-    assert last["verdict"] == REGRESSED and last["rule"] == RULE_CHANGE_POINT
+    assert last["verdict"] == Judgement.REGRESSED and last["rule"] == RULE_CHANGE_POINT
     cp = last["change_point"]
     assert cp["index"] == 20 and cp["run_key"] == "run020" and cp["p_value"] <= Detector().alpha
     assert cp["before_runs"]["broker_version"] == ["3.9.0"] and cp["after_runs"]["broker_version"] == ["3.9.1"]
@@ -70,11 +66,11 @@ def test_clear_step_is_regressed_at_once_then_by_its_change_point_with_the_runs_
 
 def test_a_step_down_in_latency_or_up_in_rate_is_improved_and_a_rate_drop_regressed():
     rs = rows(series([(10.0, 20), (7.0, 3)], 0.03, seed=2))
-    assert judge_series(rs[:22], rs[22], P99)["verdict"] == IMPROVED
+    assert judge_series(rs[:22], rs[22], P99)["verdict"] == Judgement.IMPROVED
     up = rows(series([(1000.0, 20), (1100.0, 3)], 0.01, seed=3), RATE.column)
-    assert judge_series(up[:22], up[22], RATE)["verdict"] == IMPROVED
+    assert judge_series(up[:22], up[22], RATE)["verdict"] == Judgement.IMPROVED
     down = rows(series([(1000.0, 20), (900.0, 3)], 0.01, seed=3), RATE.column)
-    assert judge_series(down[:22], down[22], RATE)["verdict"] == REGRESSED
+    assert judge_series(down[:22], down[22], RATE)["verdict"] == Judgement.REGRESSED
 
 
 def test_a_change_below_the_minimum_effect_is_not_a_change_point():
@@ -92,7 +88,7 @@ def test_noise_only_has_no_change_point_and_no_regression():
     for seed in range(20):
         values = series([(10.0, 40)], 0.05, seed=100 + seed)
         found += len(change_points(values, P99.relative))
-        regressed += [v["verdict"] for v in verdicts_over(rows(values), P99, 20)].count(REGRESSED)
+        regressed += [v["verdict"] for v in verdicts_over(rows(values), P99, 20)].count(Judgement.REGRESSED)
     assert found == 0
     # 20 histories x 20 runs judged after 20 earlier runs: at most 1 in 100 a false alarm
     assert regressed <= 4, regressed
@@ -108,8 +104,8 @@ def test_slow_drift_is_marked_in_the_series_but_does_not_flood_the_verdicts():
     changes = track_changes(rs, P99)
     assert changes and all(c["change_percent"] > 0 for c in changes)
     verdicts = [v["verdict"] for v in verdicts_over(rs, P99, 10)]
-    assert IMPROVED not in verdicts
-    assert verdicts.count(REGRESSED) <= 5, verdicts
+    assert Judgement.IMPROVED not in verdicts
+    assert verdicts.count(Judgement.REGRESSED) <= 5, verdicts
 
 
 # --- an outlier run ----------------------------------------------------------------------------------
@@ -119,9 +115,9 @@ def test_one_outlier_run_is_its_own_regression_but_neither_a_change_point_nor_in
     values[15] = 50.0
     rs = rows(values)
     assert change_points(values, P99.relative) == []
-    assert judge_series(rs[:15], rs[15], P99)["verdict"] == REGRESSED
+    assert judge_series(rs[:15], rs[15], P99)["verdict"] == Judgement.REGRESSED
     later = [judge_series(rs[:i], rs[i], P99) for i in range(16, 20)]
-    assert [v["verdict"] for v in later] == [UNCHANGED] * 4
+    assert [v["verdict"] for v in later] == [Judgement.UNCHANGED] * 4
     assert all(v["rule"] == RULE_THRESHOLD for v in later)
 
 
@@ -136,7 +132,7 @@ def test_an_outlier_run_in_each_segment_does_not_hide_a_step():
 def test_each_verdict_names_its_rule():
     rs = rows(series([(10.0, 8)], 0.03, seed=7))
     assert judge_series(rs[:2], rs[2], P99)["rule"] == RULE_NONE
-    assert judge_series(rs[:2], rs[2], P99)["verdict"] == INSUFFICIENT
+    assert judge_series(rs[:2], rs[2], P99)["verdict"] == Judgement.INSUFFICIENT
     short = judge_series(rs[:4], rs[4], P99)
     assert short["rule"] == RULE_THRESHOLD_SHORT and "no change-point search" in short["evidence"]
     assert judge_series(rs[:7], rs[7], P99)["rule"] == RULE_THRESHOLD
@@ -151,7 +147,7 @@ def test_verdicts_for_run_carry_rule_p_value_and_change_point():
     out = verdicts_for_run([hist[-1], bad], hist, rule=__import__("brokerbench.regression").regression.Rule(
         metrics=(P99,)))
     by_rule = {v.rule: v for v in out}
-    assert by_rule[RULE_CHANGE_POINT].verdict == REGRESSED and by_rule[RULE_CHANGE_POINT].p_value < 0.01
+    assert by_rule[RULE_CHANGE_POINT].verdict == Judgement.REGRESSED and by_rule[RULE_CHANGE_POINT].p_value < 0.01
     assert by_rule[RULE_CHANGE_POINT].change_point["index"] == 20
     assert by_rule[RULE_VALIDITY].verdict.startswith("not judged: invalid")
 

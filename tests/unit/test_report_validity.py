@@ -10,7 +10,7 @@ from brokerbench.history import read_history
 from brokerbench.regression import Rule, verdicts_for_run
 from brokerbench.report import build_report, render_text_summary
 from brokerbench.report.compare import build_comparison
-from brokerbench.report.regression import write_verdicts
+from brokerbench.report.verdict_table import write_verdicts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import history_row, write_history_rows  # noqa: E402

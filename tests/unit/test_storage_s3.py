@@ -94,12 +94,12 @@ def test_a_task_pulls_what_it_reads_and_pushes_what_it_writes(s3, tmp_path, monk
 
 
 def test_publish_history_uploads_the_run_and_drops_its_stale_keys_only(s3, tmp_path, monkeypatch):
-    from brokerbench.history import run_key
+    from brokerbench.history import history_run_key
     from brokerbench.storage import S3Sync
 
     _worker(tmp_path, monkeypatch, "w1")
     ctx = _ctx()
-    key = run_key(ctx.dag_id, ctx.run_id)
+    key = history_run_key(ctx.dag_id, ctx.run_id)
     other = "history/broker=kafka/broker_version=1/workload=w/variant=v/date=2026-11-01/run_key=other/p.parquet"
     stale = f"history/broker=kafka/broker_version=0.9/workload=w/variant=v/date=2026-11-01/run_key={key}/p.parquet"
     for k in (other, stale):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from brokerbench import pipeline
-from brokerbench.regression import ALL_METRICS, INSUFFICIENT, verdicts_for_run
+from brokerbench.metrics import Judgement
+from brokerbench.regression import ALL_METRICS, verdicts_for_run
 from brokerbench.report import build_report, render_text_summary
 from brokerbench.spec import SpecError, build_plan, load_suite
 from brokerbench.spec.suite import Suite
@@ -235,7 +236,7 @@ def test_verdicts_judge_one_combined_value_per_run_and_track():
     later = row(None, 5.0, run="r9", ts="2026-01-09T00:00:00")
     verdicts = verdicts_for_run([later], combined + [later])
     v = next(v for v in verdicts if v.metric == "publish_latency_p99_ms")
-    assert v.baseline_n == 5 and "r1" in v.baseline_runs and v.verdict != INSUFFICIENT
+    assert v.baseline_n == 5 and "r1" in v.baseline_runs and v.verdict != Judgement.INSUFFICIENT
 
 
 # -- the report -------------------------------------------------------------------------------------------------

@@ -170,7 +170,6 @@ def test_urls():
             == "https://airflow.example.com/brokerbench/runs/d/r/report.html?root=s3%3A%2F%2Fb%2Fp")
     assert web.report_url(None, "/x/runs/d/r/summary/summary.csv", base_url="") == \
         "/brokerbench/runs/d/r/summary/summary.csv"
-    assert web.run_index_url(None, "d/r", base_url="") == "/brokerbench/runs/d/r/"
     assert web.comparison_url(None, "/x/comparisons/c1/comparison.html", base_url="") == \
         "/brokerbench/comparisons/c1/comparison.html"
     assert web.comparison_url(None, "c1", base_url="") == "/brokerbench/comparisons/c1/comparison.html"
@@ -213,7 +212,7 @@ def test_report_link_uses_the_runs_results_root(roots, monkeypatch):
         "/brokerbench/runs/brokerbench_smoke/manual__2026-01-02T03_04_05_00_00/report.html?root=s3%3A%2F%2Fb%2Fp"
     # default root param
     ti = _RuntimeTI(*RUN, {"results_root": None})
-    assert ReportLink().get_link(None, ti_key=ti).endswith(f"?root={web.quote(web.default_root(), safe='')}")
+    assert ReportLink().get_link(None, ti_key=ti).endswith(f"?root={web.quote(web.default_results_root(), safe='')}")
     # no report written: no link
     values.clear()
     assert ReportLink().get_link(None, ti_key=ti) == ""

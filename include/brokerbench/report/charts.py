@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import base64
+import datetime as _dt
 import io
+import math
 from typing import Any, Callable, Sequence
 
+import matplotlib.dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 Series = tuple[str, list[float], list[float]]  # label, x (s), y
 
@@ -97,8 +101,6 @@ def line_chart_png(
 
 def percentile_axis(p: float) -> float:
     """x position of percentile p on a log-scale percentile axis: -log10(1 - p/100)."""
-    import math
-
     return -math.log10(max(1e-7, 1.0 - p / 100.0))
 
 
@@ -129,8 +131,6 @@ def quantile_chart_png(title: str, y_label: str, curves: Sequence[tuple[str, dic
 
 
 def _times(xs: Sequence[Any]) -> list[Any]:
-    import datetime as _dt
-
     out = []
     for x in xs:
         try:
@@ -143,10 +143,6 @@ def _times(xs: Sequence[Any]) -> list[Any]:
 
 def time_axis(ax, times: Sequence[Any]) -> None:
     """A run-time x axis that spans the runs (at least a day: one run never stretches it over years)."""
-    import datetime as _dt
-
-    import matplotlib.dates as mdates
-
     times = [t for t in times if t is not None]
     if not times:
         return
@@ -181,8 +177,6 @@ def _draw_panel(ax, y_label: str, series, changes, log_y: bool, highlight: str |
     ax.set_ylabel(y_label, fontsize=8)
     ax.grid(True, alpha=0.3, which="both")
     if log_y and drawn and all(y > 0 for _, _, ys in series for y in ys if y is not None):
-        from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
-
         ax.set_yscale("log")
         # plain numbers at evenly spread values (not 3.2 x 10^1), no unlabelled minor ticks
         ax.yaxis.set_major_locator(MaxNLocator(5))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brokerbench.history import read_history
 from brokerbench.trials import combine
 
 #: column name suffix -> unit shown in headers (longest suffixes first)
@@ -200,8 +201,6 @@ def _track_history(history_root: str | Path, summary: list[dict[str, Any]]) -> l
     """History rows of the run's brokers x workloads x variants (all versions), one per run and track (trials
     combined); [] if unreadable. ``summary``: the run's combined rows."""
     try:
-        from brokerbench.history import read_history
-
         wanted = {(r.get("broker"), r.get("workload"), r.get("variant")) for r in summary}
         rows = combine(read_history(history_root))
     except Exception:  # a broken history must never stop the run's own report

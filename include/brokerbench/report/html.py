@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import brokerbench
-from brokerbench.regression import JUDGED, METRICS, split_status, track_changes, validity_rules, verdict_class
+from brokerbench.changepoint import side_text
+from brokerbench.metrics import JUDGED, METRICS, Judgement
+from brokerbench.regression import split_status, track_changes, validity_rules, verdict_category
+from brokerbench.report import verdict_table
 from brokerbench.trials import spread_columns, trials_of
 from brokerbench.util import text_table, write_atomic
 
@@ -186,8 +189,10 @@ def quantile_curves(data: RunData, workload: str, key: str, with_driver: bool) -
     return sorted(out, key=lambda c: c[0])
 
 
-VERDICT_CLASS = {"regressed": "bad", "improved": "good", "unchanged": "", "insufficient history": "meta",
-                 "no data": "meta", "not judged: invalid": "notjudged", "not judged: partial": "notjudged"}
+#: the CSS class of each verdict category (regression.verdict_category)
+VERDICT_CSS = {Judgement.REGRESSED: "bad", Judgement.IMPROVED: "good", Judgement.UNCHANGED: "",
+               Judgement.INSUFFICIENT: "meta", Judgement.NO_DATA: "meta",
+               f"{Judgement.NOT_JUDGED}: invalid": "notjudged", f"{Judgement.NOT_JUDGED}: partial": "notjudged"}
 
 
 def _verdicts(data: RunData) -> list[dict[str, Any]]:
@@ -210,7 +215,7 @@ VERDICT_COLUMNS = ["workload", "broker", "variant", "broker_version", "metric", 
 
 def verdict_rows(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Verdicts with the class of their table row."""
-    return [{"cls": VERDICT_CLASS.get(verdict_class(v.get("verdict")), ""), "row": v} for v in verdicts]
+    return [{"cls": VERDICT_CSS.get(verdict_category(v.get("verdict")), ""), "row": v} for v in verdicts]
 
 
 def regression_section(data: RunData) -> dict[str, Any] | None:
@@ -222,12 +227,12 @@ def regression_section(data: RunData) -> dict[str, Any] | None:
     verdicts = _verdicts(data)
     counts: dict[str, int] = {}
     for v in verdicts:
-        k = verdict_class(v.get("verdict"))
+        k = verdict_category(v.get("verdict"))
         counts[k] = counts.get(k, 0) + 1
-    order = {"regressed": 0, "improved": 1, "unchanged": 2, "no data": 3}
-    shown = sorted((v for v in verdicts if verdict_class(v.get("verdict")) != "insufficient history"),
-                   key=lambda v: order.get(verdict_class(v.get("verdict")), 4))
-    insufficient = [v for v in verdicts if verdict_class(v.get("verdict")) == "insufficient history"]
+    order = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1, Judgement.UNCHANGED: 2, Judgement.NO_DATA: 3}
+    shown = sorted((v for v in verdicts if verdict_category(v.get("verdict")) != Judgement.INSUFFICIENT),
+                   key=lambda v: order.get(verdict_category(v.get("verdict")), 4))
+    insufficient = [v for v in verdicts if verdict_category(v.get("verdict")) == Judgement.INSUFFICIENT]
     return {"alpha": det.get("alpha"), "recent": det.get("recent"), "baseline_runs": rule.get("baseline_runs"),
             "k": rule.get("k"), "min_runs": rule.get("min_runs"),
             "counts": ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())),
@@ -246,8 +251,6 @@ def _insufficient_line(insufficient: Sequence[dict[str, Any]]) -> str:
 
 
 def _sides(v: dict[str, Any]) -> str:
-    from brokerbench.changepoint import side_text
-
     cp = v.get("change_point") or {}
     if not cp:
         return ""
@@ -270,7 +273,7 @@ def findings_groups(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             when = f" since {str(cp.get('run_ts'))[:16]}" if cp.get("run_ts") else " in this run"
             p = v.get("p_value")
             rule = (v.get("rule") or "") + when + (f", p = {p:.2g}" if isinstance(p, (int, float)) else "")
-            findings.append({"cls": "bad" if v.get("verdict") == "regressed" else "good", "metric": v.get("metric"),
+            findings.append({"cls": "bad" if v.get("verdict") == Judgement.REGRESSED else "good", "metric": v.get("metric"),
                              "change": _change_text(v), "baseline": v.get("baseline_median"),
                              "value": v.get("value"), "rule": rule, "evidence": v.get("evidence")})
         out.append({"track": track, "sides": sides, "findings": findings})
@@ -282,13 +285,13 @@ def what_matters_section(data: RunData) -> dict[str, Any]:
     if data.regression is None:
         return {"headline": None}
     verdicts = _verdicts(data)
-    regressed = [v for v in verdicts if v.get("verdict") == "regressed"]
-    improved = [v for v in verdicts if v.get("verdict") == "improved"]
+    regressed = [v for v in verdicts if v.get("verdict") == Judgement.REGRESSED]
+    improved = [v for v in verdicts if v.get("verdict") == Judgement.IMPROVED]
     classes: dict[str, int] = {}
     for v in verdicts:
-        classes[verdict_class(v.get("verdict"))] = classes.get(verdict_class(v.get("verdict")), 0) + 1
-    rest = ", ".join(f"{n} {k}" for k, n in sorted(classes.items()) if k not in ("regressed", "improved"))
-    insufficient = [v for v in verdicts if v.get("verdict") == "insufficient history"]
+        classes[verdict_category(v.get("verdict"))] = classes.get(verdict_category(v.get("verdict")), 0) + 1
+    rest = ", ".join(f"{n} {k}" for k, n in sorted(classes.items()) if k not in (Judgement.REGRESSED, Judgement.IMPROVED))
+    insufficient = [v for v in verdicts if v.get("verdict") == Judgement.INSUFFICIENT]
     judged = [v for v in verdicts if v.get("verdict") in JUDGED]
     return {"headline": {"regressed": len(regressed), "tracks": len({_track_label(v) for v in regressed}),
                          "improved": len(improved), "judged": len(judged), "rest": rest},
@@ -511,7 +514,7 @@ def status_section(data: RunData) -> dict[str, list[dict[str, Any]]]:
 
 def _changed_tracks(data: RunData) -> set[tuple[str, str, str]]:
     return {(str(v.get("broker")), str(v.get("variant")), str(v.get("workload"))) for v in _verdicts(data)
-            if v.get("verdict") in ("regressed", "improved")}
+            if v.get("verdict") in (Judgement.REGRESSED, Judgement.IMPROVED)}
 
 
 def render_html(data: RunData) -> str:
@@ -560,20 +563,18 @@ def render_text_summary(run_dir: str | Path) -> str:
         if _is_partial(r):
             out.append(f"WARNING {r.get('workload')} {r.get('broker')} {r.get('variant')}: {r.get('status')}")
     if data.regression is not None:
-        from .regression import text_table as verdict_table
-
         verdicts = data.regression.get("verdicts") or []
-        order = {"regressed": 0, "improved": 1}
-        shown = sorted((v for v in verdicts if v.get("verdict") != "insufficient history"),
+        order = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1}
+        shown = sorted((v for v in verdicts if v.get("verdict") != Judgement.INSUFFICIENT),
                        key=lambda v: order.get(str(v.get("verdict")), 2))
-        insufficient = [v for v in verdicts if v.get("verdict") == "insufficient history"]
+        insufficient = [v for v in verdicts if v.get("verdict") == Judgement.INSUFFICIENT]
         out.append("Regression verdicts (docs/analytics.md), regressed and improved first:")
         if shown:
-            out.append(verdict_table(shown))
+            out.append(verdict_table.text_table(shown))
         if insufficient:
             out.append(f"insufficient history: {len(insufficient)} verdict(s) of {_insufficient_line(insufficient)}")
         for v in verdicts:
-            if v.get("verdict") == "regressed":
+            if v.get("verdict") == Judgement.REGRESSED:
                 out.append(f"REGRESSION {v.get('workload')} {v.get('broker')} {v.get('variant')} "
                            f"{v.get('metric')}: {v.get('evidence')}")
     return "\n".join(out)
