@@ -304,7 +304,7 @@ def _cmd_bench(args) -> int:
     import datetime as dt
 
     from brokerbench.spec import SpecError, load_suite
-    from brokerbench.spec.plan import default_results_root
+    from brokerbench.spec.roots import default_results_root
 
     try:
         conf = parse_conf(args.conf)

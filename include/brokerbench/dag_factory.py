@@ -49,7 +49,7 @@ from brokerbench.operators import (
     ValidatePlanOperator,
     VerdictOperator,
 )
-from brokerbench.spec.plan import default_results_root
+from brokerbench.spec.roots import default_results_root
 from brokerbench.util import dag_id_for
 
 log = logging.getLogger("brokerbench")
@@ -235,7 +235,7 @@ def build_all_dags(broken: dict[str, str] | None = None) -> dict[str, DAG]:
 
 def suite_file(name: str) -> str:
     """The suite's file as users know it (include/suites/<name>.yaml in the tree)."""
-    from brokerbench.spec.common import spec_root
+    from brokerbench.spec.roots import spec_root
 
     root = spec_root() / "suites"
     found = sorted(root.glob(f"{name}.y*ml"))

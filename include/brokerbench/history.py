@@ -18,6 +18,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+import brokerbench
+
 PARTITIONS = ("broker", "broker_version", "workload", "variant", "date", "run_key")
 
 
@@ -65,8 +67,6 @@ def read_history(root: str | Path, filters: dict[str, Any] | None = None) -> lis
 def run_meta(dag_id: str, run_id: str, run_type: str | None, run_ts: str, environment: str,
              suite: str | None, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """What summary/run_meta.json holds: the history job's identity of a run."""
-    import brokerbench
-
     return {
         "dag_id": dag_id, "run_id": run_id, "run_key": history_run_key(dag_id, run_id), "run_type": run_type or "unknown",
         "run_ts": run_ts, "date": run_ts[:10], "environment": environment, "suite": suite,

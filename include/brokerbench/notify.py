@@ -51,7 +51,7 @@ from airflow.sdk import BaseHook, BaseNotifier
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from brokerbench.metrics import Judgement
-from brokerbench.spec.plan import default_results_root
+from brokerbench.spec.roots import default_results_root
 from brokerbench.storage import is_s3, staging_root
 from brokerbench.util import safe_name
 

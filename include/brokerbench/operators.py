@@ -17,7 +17,7 @@ from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from brokerbench import pipeline
-from brokerbench.spec.plan import default_results_root
+from brokerbench.spec.roots import default_results_root
 
 #: The Spark connection brokerbench uses. Defined by the project (Makefile,
 #: Dockerfile); its absence is an error, never a silent fallback to yarn.

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
-from brokerbench.spec.plan import default_results_root
+from brokerbench.spec.roots import default_results_root
 from brokerbench.util import safe_name  # re-exported: result paths and S3 keys are built with it
 
 log = logging.getLogger("brokerbench")

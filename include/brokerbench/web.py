@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote, urlencode
 
-from brokerbench.spec.plan import default_results_root
+from brokerbench.spec.roots import default_results_root
 from brokerbench.storage import S3Sync, staging_root
 
 #: Where the plugin mounts the app in Airflow's api-server.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from brokerbench.dag_factory import BrokenSuites, build_all_dags, dag_id_for, raise_for_broken_suites
-from brokerbench.spec.common import spec_root
+from brokerbench.spec.roots import spec_root
 
 ROOT = Path(__file__).resolve().parents[2]
 

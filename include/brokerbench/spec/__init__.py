@@ -4,10 +4,11 @@ their models and validation, and the plan a suite resolves into.
 See docs/specs.md for every field, unit and default.
 """
 
-from .common import SUPPORTED_BROKERS, list_names, spec_root
+from .common import SUPPORTED_BROKERS, list_names
 from .driver import DriverSpec, PulsarClient, PulsarConsumer, PulsarPersistence, PulsarProducer, load_driver
 from .errors import SpecError
 from .plan import Plan, PlanItem, RunParams, build_plan
+from .roots import spec_root
 from .suite import Suite, load_suite
 from .variant import BrokerVariant, Variant, apply_variant, load_variant
 from .workload import Workload, load_workload

@@ -11,26 +11,13 @@ from typing import Any
 import yaml
 
 from .errors import MissingFileError, SpecError
+from .roots import spec_root
 
 #: The brokers brokerbench knows, in the order they are listed to users.
 SUPPORTED_BROKERS = ("kafka", "pulsar", "rabbitmq")
 
 
 _PATH_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def spec_root() -> Path:
-    """The include/ directory holding workloads/, drivers/, variants/, suites/.
-
-    ``BROKERBENCH_SPEC_ROOT`` overrides it; read on every call so that a
-    changed environment takes effect without re-importing.
-    """
-    override = os.environ.get("BROKERBENCH_SPEC_ROOT")
-    if override:
-        return Path(override)
-    from ..resources import data_dir
-
-    return data_dir("suites").parent  # include/ in the tree, brokerbench/_data installed
 
 
 def path_safe(text: str) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .roots import spec_root
+
 
 class SpecError(ValueError):
     """A spec file (or a run parameter) that cannot be used.
@@ -58,8 +60,6 @@ class FieldValueError(ValueError):
 def display_path(path: str | os.PathLike[str]) -> str:
     """The path relative to the project directory (the parent of include/) when
     it lies inside it, else as given: keeps messages short and stable."""
-    from .common import spec_root  # late import: common imports this module
-
     p = Path(path)
     try:
         return str(p.resolve().relative_to(spec_root().resolve().parent))

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from .common import SUPPORTED_BROKERS
+from .common import SUPPORTED_BROKERS, list_names
+from .roots import default_results_root
 
 Group = Literal["plan", "analysis", "environment"]
 
@@ -43,15 +44,11 @@ class RunParam:
 
 
 def _workloads_schema(suite: Any) -> dict[str, Any]:
-    from . import list_workloads
-
-    return {"type": "array", "items": {"type": "string", "enum": list_workloads()}, "minItems": 1,
+    return {"type": "array", "items": {"type": "string", "enum": list_names("workloads")}, "minItems": 1,
             "uniqueItems": True}
 
 
 def _results_root(suite: Any) -> str:
-    from .plan import default_results_root
-
     return default_results_root()
 
 

@@ -17,27 +17,22 @@ and history keys).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator
 
 from ..util import split_trial, trial_id
-from .common import SUPPORTED_BROKERS, path_safe, spec_root
+from .common import SUPPORTED_BROKERS, path_safe
 from .driver import DriverSpec
 from .errors import SpecError, from_validation_error
 from .params import MAX_TRIALS, trials_number
+from .roots import default_results_root
 from .suite import Suite, load_driver_ref, load_variant_ref, load_workload_ref
 from .variant import apply_variant
 from .workload import Workload, normalize_workload_keys
 
 PLAN_FORMAT_VERSION = 1
-
-
-def default_results_root() -> str:
-    """``BROKERBENCH_RESULTS_ROOT``, else the results/ directory next to include/."""
-    return os.environ.get("BROKERBENCH_RESULTS_ROOT") or str(spec_root().resolve().parent / "results")
 
 
 def _comma_list(v: Any) -> Any:

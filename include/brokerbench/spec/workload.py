@@ -15,8 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from ..util import TRIAL_SEP, split_trial
-from .common import path_safe, read_yaml, resolve, spec_root
+from .common import path_safe, read_yaml, resolve
 from .errors import FieldValueError, SpecError, from_validation_error
+from .roots import spec_root
 
 #: Bytes at the start of every payload that carry the send time (ns since epoch).
 TIMESTAMP_BYTES = 8

@@ -1,0 +1,26 @@
+"""Where brokerbench finds its spec files and puts its results: the two roots every other spec module and
+the pipeline start from. A leaf of the spec package (it imports none of its siblings)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from brokerbench.resources import data_dir
+
+
+def spec_root() -> Path:
+    """The include/ directory holding workloads/, drivers/, variants/, suites/.
+
+    ``BROKERBENCH_SPEC_ROOT`` overrides it; read on every call so that a
+    changed environment takes effect without re-importing.
+    """
+    override = os.environ.get("BROKERBENCH_SPEC_ROOT")
+    if override:
+        return Path(override)
+    return data_dir("suites").parent  # include/ in the tree, brokerbench/_data installed
+
+
+def default_results_root() -> str:
+    """``BROKERBENCH_RESULTS_ROOT``, else the results/ directory next to include/."""
+    return os.environ.get("BROKERBENCH_RESULTS_ROOT") or str(spec_root().resolve().parent / "results")
