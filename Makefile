@@ -46,8 +46,8 @@ test: setup
 test-fast test-unit: setup
 	@$(VENV)/bin/python -m pytest tests/unit -m "not integration and not e2e and not deployment" $(PYTEST_ARGS)
 
-## Lint and type checks: ruff (pyflakes, pycodestyle, import order) on the tree, mypy on the typed
-## layers (specs, worker, pipeline); both configured in pyproject.toml.
+## Lint and type checks: ruff (pyflakes, pycodestyle with blank-line rules, import order, unused arguments) on
+## the tree, mypy on every layer of the package, the Spark jobs, plugins and DAGs; both configured in pyproject.toml.
 lint: setup
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, chain
+from airflow.sdk import DAG, Asset, BaseOperator, Param, TaskGroup, TriggerRule, chain
 
 from brokerbench.notify import failure_notifier, regression_notifier
 from brokerbench.operators import (
@@ -95,8 +96,8 @@ def build_dag(suite_name: str) -> DAG:
         doc_md=__doc__,
         on_failure_callback=failure_notifier(),  # connection brokerbench_notify (docs/notifications.md)
     ) as dag:
-        kw = {"suite": suite.name}
-        pool = {"pool": pool_for(suite.environment)}
+        kw: dict[str, Any] = {"suite": suite.name}
+        pool: dict[str, Any] = {"pool": pool_for(suite.environment)}
         with TaskGroup("setup"):
             validate = ValidatePlanOperator(task_id="validate", retries=0, **kw)
             acquire = AcquireEnvironmentOperator(task_id="acquire_environment", retries=0, **pool, **kw)
@@ -104,7 +105,7 @@ def build_dag(suite_name: str) -> DAG:
             host_setup = HostSetupOperator(task_id="host_setup", **pool, **kw)
             validate >> acquire >> provision >> host_setup
 
-        previous = host_setup
+        previous: BaseOperator = host_setup
         with TaskGroup("benchmark"):
             for broker in sorted(suite.brokers):
                 for variant in suite.variants:

@@ -244,6 +244,8 @@ def spark_py_files() -> str:
 
     path = pipeline.PROJECT_ROOT / "spark_jobs" / "brokerbench_spark" / "pyfiles.py"
     spec = importlib.util.spec_from_file_location("brokerbench_spark_pyfiles", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.build_zip()

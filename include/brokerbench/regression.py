@@ -251,6 +251,17 @@ def not_judged(row: Mapping[str, Any]) -> tuple[str, str]:
     return verdict, evidence
 
 
+def _figures(rows: Sequence[Mapping[str, Any]], column: str) -> list[float]:
+    """The column's figure of every row, in order; the rows were chosen for having one."""
+    values = []
+    for r in rows:
+        v = number(r.get(column))
+        if v is None:
+            raise ValueError(f"{column}: a row without a figure among rows chosen for having one")
+        values.append(v)
+    return values
+
+
 def track_of(row: Mapping[str, Any]) -> tuple:
     return tuple(row.get(k) for k in TRACK) + (number(row.get("target_rate_msg_s")),)
 
@@ -276,7 +287,7 @@ def judge_series(rows: Sequence[Mapping[str, Any]], current: Mapping[str, Any], 
         return {**j, "rule": RULE_NONE if j["verdict"] == Judgement.INSUFFICIENT else "",
                 "baseline_runs": [str(h.get("run_key")) for h in usable]}
     series_rows = list(usable) + [current]
-    values = [number(h.get(metric.column)) for h in series_rows]
+    values = _figures(series_rows, metric.column)
     positive = all(v > 0 for v in values)
     searched = len(values) >= det.min_points and positive
     changes = change_points(values, metric.relative, det) if searched else []
@@ -379,7 +390,7 @@ def track_changes(rows: Iterable[Mapping[str, Any]], metric: Metric, rule: Rule 
     """Every significant change point of one track's ok rows (any order) for ``metric`` (report charts)."""
 
     series = sorted((r for r in rows if is_valid(r) and number(r.get(metric.column)) is not None), key=_order_key)
-    values = [number(r.get(metric.column)) for r in series]
+    values = _figures(series, metric.column)
     if not values or any(v <= 0 for v in values):
         return []
     return [change_record(c, series, metric.column)

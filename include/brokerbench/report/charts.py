@@ -131,7 +131,7 @@ def quantile_chart_png(title: str, y_label: str, curves: Sequence[tuple[str, dic
 
 
 def _times(xs: Sequence[Any]) -> list[Any]:
-    out = []
+    out: list[Any] = []
     for x in xs:
         try:
             t = _dt.datetime.fromisoformat(str(x).replace("Z", "+00:00"))

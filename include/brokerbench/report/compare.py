@@ -126,7 +126,7 @@ def render_comparison(rows: list[dict[str, Any]], title: str = "brokerbench comp
                            ("e2e_latency_p99_ms", "p99 end-to-end latency (ms)")):
             series = []
             for version in sorted({str(r.get("broker_version")) for r in track}):
-                pts = sorted((str(r.get("run_ts")), r.get(col)) for r in track
+                pts = sorted((str(r.get("run_ts")), float(r[col])) for r in track
                              if str(r.get("broker_version")) == version and isinstance(r.get(col), (int, float)))
                 series.append((f"{b} {version}", [p[0] for p in pts], [p[1] for p in pts]))
             charts.append({"alt": f"{b} {label}",

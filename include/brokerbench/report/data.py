@@ -11,7 +11,7 @@ import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from brokerbench.history import read_history
 from brokerbench.trials import combine
@@ -140,10 +140,12 @@ class RunData:
     #: the summary with each measurement's trials combined into one row (= ``summary`` without trials)
     combined: list[dict[str, Any]] = field(default_factory=list)
 
-    def durability(self, broker: str, variant: str, row: dict[str, Any] | None = None) -> dict[str, Any]:
+    def durability(self, broker: str, variant: str, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """honoured (True/False/None = unknown), note, settings, implementation, version."""
         prov = self.broker_provenance.get((broker, variant), {})
-        dur = prov.get("durability") if isinstance(prov.get("durability"), dict) else {}
+        dur = prov.get("durability")
+        if not isinstance(dur, dict):
+            dur = {}
         row = row or {}
         honoured = as_bool(row.get("durability_honoured"))
         if honoured is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import brokerbench
 from brokerbench.changepoint import side_text
@@ -52,17 +52,17 @@ def _combo_label(data: RunData, row: dict[str, Any], with_driver: bool) -> str:
     return label
 
 
-def _not_honoured(data: RunData, row: dict[str, Any]) -> bool:
+def _not_honoured(data: RunData, row: Mapping[str, Any]) -> bool:
     return data.durability(str(row.get("broker")), str(row.get("variant")), row).get("honoured") is False
 
 
-def _is_partial(row: dict[str, Any]) -> bool:
+def _is_partial(row: Mapping[str, Any]) -> bool:
     """Any status but ok (partial or invalid): the row is marked and never a baseline."""
     status = row.get("status")
     return status is not None and status != "" and status != "ok"
 
 
-def status_kind(row: dict[str, Any]) -> str:
+def status_kind(row: Mapping[str, Any]) -> str:
     """"ok", "invalid", "partial" (also when invalid as well) or "" (no status)."""
     status = str(row.get("status") or "")
     if not status:
@@ -73,7 +73,7 @@ def status_kind(row: dict[str, Any]) -> str:
 
 
 
-def results_table(data: RunData, columns: Sequence[str], rows_in: Sequence[dict[str, Any]] | None = None
+def results_table(data: RunData, columns: Sequence[str], rows_in: Sequence[Mapping[str, Any]] | None = None
                   ) -> dict[str, Any]:
     """The results table's columns and rows (the template marks rows and formats cells). ``rows_in``: the
     rows shown (default: the summary's). A combined row (brokerbench.trials) carries ``trials``: its text
@@ -93,7 +93,7 @@ def results_table(data: RunData, columns: Sequence[str], rows_in: Sequence[dict[
     return {"columns": columns, "rows": rows}
 
 
-def trials_text(row: dict[str, Any]) -> str:
+def trials_text(row: Mapping[str, Any]) -> str:
     """"median of N trials" (with how many were valid when not all) for a combined row, "" otherwise."""
     n = row.get("trials")
     if not n:
@@ -105,7 +105,7 @@ def trials_text(row: dict[str, Any]) -> str:
     return text
 
 
-def _spreads(row: dict[str, Any], columns: Sequence[str]) -> dict[str, str]:
+def _spreads(row: Mapping[str, Any], columns: Sequence[str]) -> dict[str, str]:
     """column -> "min..max" of the trials, for the judged metrics of a combined row."""
     if not row.get("trials"):
         return {}
@@ -229,7 +229,7 @@ def regression_section(data: RunData) -> dict[str, Any] | None:
     for v in verdicts:
         k = verdict_category(v.get("verdict"))
         counts[k] = counts.get(k, 0) + 1
-    order = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1, Judgement.UNCHANGED: 2, Judgement.NO_DATA: 3}
+    order: dict[str, int] = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1, Judgement.UNCHANGED: 2, Judgement.NO_DATA: 3}
     shown = sorted((v for v in verdicts if verdict_category(v.get("verdict")) != Judgement.INSUFFICIENT),
                    key=lambda v: order.get(verdict_category(v.get("verdict")), 4))
     insufficient = [v for v in verdicts if verdict_category(v.get("verdict")) == Judgement.INSUFFICIENT]
@@ -564,7 +564,7 @@ def render_text_summary(run_dir: str | Path) -> str:
             out.append(f"WARNING {r.get('workload')} {r.get('broker')} {r.get('variant')}: {r.get('status')}")
     if data.regression is not None:
         verdicts = data.regression.get("verdicts") or []
-        order = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1}
+        order: dict[str, int] = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1}
         shown = sorted((v for v in verdicts if v.get("verdict") != Judgement.INSUFFICIENT),
                        key=lambda v: order.get(str(v.get("verdict")), 2))
         insufficient = [v for v in verdicts if v.get("verdict") == Judgement.INSUFFICIENT]

@@ -37,7 +37,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ...spec.errors import SpecError
 from ...util import write_json_atomic
@@ -243,8 +243,9 @@ class AwsEnvironment(Environment):
         return f"{self.remote_dir}/state/{self.tag}/{host.name}"
 
     def agent(self, host: SshHost, command: str, spec: dict[str, Any] | None = None, timeout: float = 300,
-              extra: str = "", on_line=None) -> dict[str, Any]:
-        """Run the brokerbench agent on ``host``; returns its result (raises on failure)."""
+              extra: str = "", on_line=None) -> Any:
+        """Run the brokerbench agent on ``host``; returns its JSON result (an object, or a list for
+        run-workers); raises on failure."""
         hd = self.host_dir(host)
         args = f"--state-dir {shlex.quote(hd + '/local')} --run-key {shlex.quote(self.run_key)} {extra}"
         if spec is not None:
@@ -473,7 +474,8 @@ class AwsEnvironment(Environment):
             host = clients[hi]
             hd = self.host_dir(host)
             stamp = time.strftime("%Y%m%dT%H%M%S")
-            rjobs, routs = [], []
+            rjobs: list[dict[str, Any]] = []
+            routs: list[str] = []
             for i in idx:
                 job = json.loads(json.dumps(jobs[i], default=str))
                 payload = (job.get("workload") or {}).get("payloadFile")
@@ -483,14 +485,15 @@ class AwsEnvironment(Environment):
                     job["workload"]["payloadFile"] = remote_payload
                 rjobs.append(job)
                 routs.append(f"{hd}/results/{stamp}-{i}-{Path(out_paths[i]).name}")
+            res: list[dict[str, Any]]
             try:
                 res = self.agent(host, "run-workers", {"jobs": rjobs, "out_paths": routs, "timeout_s": timeout_s},
                                  timeout=timeout_s + 120, on_line=lambda l: log.info("%s", l))
             except EnvironmentFailure as e:
                 res = [{"worker": rjobs[k].get("worker"), "returncode": 255, "error": str(e)} for k in range(len(idx))]
             for k, i in enumerate(idx):
-                r = dict(res[k]) if k < len(res) else {"worker": jobs[i].get("worker"), "returncode": 255,
-                                                       "error": "no result from the agent"}
+                r: dict[str, Any] = dict(res[k]) if k < len(res) else {
+                    "worker": jobs[i].get("worker"), "returncode": 255, "error": "no result from the agent"}
                 try:
                     copied = host.get_file(routs[k], out_paths[i])
                 except Exception as e:  # noqa: BLE001
@@ -549,7 +552,7 @@ class AwsEnvironment(Environment):
         return record
 
     def _stop_host_processes(self, record: dict[str, Any]) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         try:
             hosts = self.hosts()
         except Exception as e:  # noqa: BLE001 - nothing provisioned
@@ -636,7 +639,7 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
             where = "environmentSettings"
         return f"{where}.{key}" + (f".{sub}" if sub else "")
 
-    def refuse(key: str, message: str, sub: str | None = None) -> None:
+    def refuse(key: str, message: str, sub: str | None = None) -> NoReturn:
         raise AwsSettingsError(message, field(key, sub))
 
     def one_of(key: str, allowed: tuple[Any, ...]) -> None:
@@ -747,9 +750,9 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
 
     # cost and lifetime
     for key in ("cost_cap_usd", "max_lifetime_hours"):
-        v = s.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
-            refuse(key, f"must be a positive number, got {v!r}")
+        number = s.get(key)
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0):
+            refuse(key, f"must be a positive number, got {number!r}")
     minutes = aws_fleet.expected_minutes(plan)
     lifetime = s.get("max_lifetime_hours") or round(minutes / 60.0 * 1.5 + 1.0, 2)
     cap = s.get("cost_cap_usd")

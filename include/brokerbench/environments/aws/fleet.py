@@ -41,7 +41,7 @@ import logging
 import math
 import re
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from ..base import EnvironmentFailure
 
@@ -282,13 +282,13 @@ class Fleet:
                 why = f"key pair {inst.get('KeyName')}, wanted {want['key_name']}"
             elif security_group not in {g["GroupId"] for g in inst.get("SecurityGroups") or []}:
                 why = f"not in security group {security_group}"
-            elif per_role.get(role, 0) >= want["count"]:
+            elif per_role.get(str(role), 0) >= want["count"]:
                 why = f"more {role} instances than the {want['count']} wanted"
             if why:
                 drop[iid] = why
             else:
                 keep.append(iid)
-                per_role[role] = per_role.get(role, 0) + 1
+                per_role[str(role)] = per_role.get(str(role), 0) + 1
         for iid, why in drop.items():
             log.warning("%s of run %s left by an earlier attempt is not reusable (%s): terminating", iid,
                         self.run_key, why)
@@ -331,7 +331,7 @@ class Fleet:
         return existing + self._name_uniquely(role, created, taken=existing)
 
     def _name_uniquely(self, role: str, insts: list[dict[str, Any]],
-                       taken: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+                       taken: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
         """Every instance of the role named ``bb-<hash>-<role>-<index>``, no name twice: host
         names key the host directories and pinned host keys. Instances whose name has no
         index (created, then the process died before naming them) or repeats one get a
@@ -449,7 +449,7 @@ def _waiter_config(timeout_s: float, poll_s: float) -> dict[str, int]:
 
 
 def _wanted_rules(gid: str, controller_cidr: str, ports: list[int]) -> set[tuple]:
-    rules = {("cidr", "tcp", p, p, controller_cidr) for p in ports}
+    rules: set[tuple] = {("cidr", "tcp", p, p, controller_cidr) for p in ports}
     rules.add(("group", "-1", None, None, gid))
     return rules
 
@@ -514,7 +514,9 @@ def sweep_expired(aws_conn_id: str, region_name: str | None = None, grace_minute
     now = now or dt.datetime.now(dt.timezone.utc)
     cutoff = now - dt.timedelta(minutes=grace_minutes)
     filters = [{"Name": "tag-key", "Values": [RUN_TAG]}, {"Name": "instance-state-name", "Values": LIVE_STATES}]
-    expired, alive, untagged = [], [], []
+    expired: list[dict[str, Any]] = []
+    alive: list[dict[str, Any]] = []
+    untagged: list[dict[str, Any]] = []
     for page in hook.conn.get_paginator("describe_instances").paginate(Filters=filters):
         for r in page["Reservations"]:
             for inst in r["Instances"]:

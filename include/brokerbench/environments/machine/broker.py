@@ -157,7 +157,8 @@ class LocalBroker(ABC):
             p = subprocess.run(argv, env=env or self.env(), capture_output=True, text=True, timeout=timeout,
                                stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as e:
-            p = subprocess.CompletedProcess(argv, 124, e.stdout or "", f"timed out after {timeout:.0f} s")
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or ""
+            p = subprocess.CompletedProcess(argv, 124, out, f"timed out after {timeout:.0f} s")
         if check and p.returncode != 0:
             raise EnvironmentFailure(f"{' '.join(argv[:3])} failed (exit {p.returncode}): "
                                     f"{(p.stderr or p.stdout).strip()[-800:]}", host=self.label())

@@ -261,7 +261,7 @@ def _resolve_locked(broker: str, version: str, root: Path) -> Distribution:
             others = [n for n in jars if n.startswith("pulsar-") and not n.endswith((f"-{version}.jar"))]
             if others:  # every org.apache.pulsar artifact at one version
                 raise DistributionError(broker, version, "the closure mixes Pulsar versions: " + ", ".join(others))
-        manifest = {
+        manifest: dict[str, Any] = {
             "broker": broker, "version": version, "artifact": f"{g}:{a}:{version}", "repository": "Maven Central",
             "resolver_revision": RESOLVER_REVISION,
             "logging_api": logging_api(broker, version),

@@ -101,7 +101,7 @@ class Machine:
         logs_dir.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{MARKER_STATE: str(self.state_dir), MARKER_BROKER: "worker"})
-        running = []
+        running: list[dict[str, Any]] = []
         for i, (job, out) in enumerate(zip(jobs, out_paths)):
             worker = str(job.get("worker") or f"worker-{i}")
             job_path = jobs_dir / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', worker)}-{stamp}-{i}.json"
@@ -121,7 +121,7 @@ class Machine:
         deadline = time.monotonic() + timeout_s
         results = []
         for r in running:
-            proc: subprocess.Popen = r["proc"]
+            proc = r["proc"]
             error = None
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
