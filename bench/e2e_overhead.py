@@ -62,7 +62,7 @@ def ping_pulsar(ep, topic, n):
     out = []
     for _ in range(n + 20):
         t0 = time.time_ns()
-        p.send_async(b"x" * 100, lambda r, m: None)
+        p.send_async(b"x" * 100, lambda _r, _m: None)
         m = c.receive(10_000)
         out.append(time.time_ns() - t0)
         c.acknowledge(m)
@@ -106,7 +106,7 @@ def main() -> None:
             prepare_job(j)
             bare = LogHistogram.from_values([(v + 500) // 1000 for v in PING[lib](ep, topic, args.messages)])
             out = os.path.join(tempfile.mkdtemp(prefix="bb-ovh-"), "w.jsonl")
-            run_job(j, out, progress=lambda s: None)
+            run_job(j, out, progress=lambda _s: None)
             w = LogHistogram()
             for line in open(out):
                 r = json.loads(line)

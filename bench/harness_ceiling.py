@@ -95,7 +95,7 @@ def bare_pulsar(ep, topic, seconds):
                           block_if_queue_full=True, max_pending_messages=cfg["pendingQueueSize"])
     payload = os.urandom(SIZE)
     send = p.send_async
-    noop = lambda res, mid: None  # noqa: E731  (pulsar-client requires a callback)
+    noop = lambda _res, _mid: None  # noqa: E731  (pulsar-client requires a callback)
     n = 0
     t0 = time.monotonic()
     end = t0 + seconds
@@ -143,7 +143,7 @@ def bare_pika(ep, topic, seconds):
 
     conn = pika.SelectConnection(pika.URLParameters(uri),
                                  on_open_callback=lambda c: c.channel(on_open_callback=on_channel),
-                                 on_close_callback=lambda c, r: c.ioloop.stop())
+                                 on_close_callback=lambda c, _r: c.ioloop.stop())
     conn.ioloop.start()
     return st["sent"] / ((st["done"] or time.monotonic()) - st["t0"])
 
@@ -156,7 +156,7 @@ def harness(broker, ep, lib, topic, seconds):
     j = job(broker, ep, lib, rate=0, duration_s=seconds, kind="producer-only", consumers=0, subscriptions=0,
             interval_s=max(1.0, seconds / 5), topic=topic)
     out = os.path.join(tempfile.mkdtemp(prefix="bb-harness-"), "w.jsonl")
-    res = run_job(j, out, progress=lambda s: None)
+    res = run_job(j, out, progress=lambda _s: None)
     return res["acked"] / (res["load_s"] + res.get("flush_s", 0))
 
 

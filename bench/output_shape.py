@@ -60,7 +60,7 @@ class _Outline(HTMLParser):
         self.items: list[str] = []
         self._tag: str | None = None
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag, _attrs):
         if tag in ("h1", "h2", "h3", "h4", "th", "caption"):
             self._tag = tag
 

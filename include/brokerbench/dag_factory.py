@@ -58,6 +58,7 @@ log = logging.getLogger("brokerbench")
 #: emitted when a run's rows land in the history store; the comparison DAG is scheduled on it
 HISTORY_ASSET = Asset(name="brokerbench_history", uri="brokerbench://history")
 
+
 def pool_for(environment: str) -> str:
     """The Airflow pool of the tasks that load an environment's hosts (``airflow pools set brokerbench_local 1``)."""
     return f"brokerbench_{environment}"

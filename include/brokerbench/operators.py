@@ -15,6 +15,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from typing_extensions import override
 
 from brokerbench import pipeline
 from brokerbench.spec.roots import default_results_root
@@ -48,7 +49,7 @@ class BrokerbenchStepOperator(BaseOperator):
     def step(self, ctx: pipeline.RunContext) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def raw_needed(self, ctx: pipeline.RunContext) -> list[str]:
+    def raw_needed(self, ctx: pipeline.RunContext) -> list[str]:  # noqa: ARG002 - the default ignores them
         """Result directories (relative to the run dir) the step reads, pulled from an s3:// store."""
         return []
 
@@ -97,6 +98,7 @@ class AcquireEnvironmentOperator(BaseOperator):
         self.timeout = timeout
         self.poll_s = poll_s
 
+    @override
     def execute(self, context: Any, event: Any = None) -> Any:
         from brokerbench.triggers import LeaseFreeTrigger
 
@@ -417,6 +419,7 @@ class ComparisonLink(BaseOperatorLink):
 
     name = "Comparison"
 
+    @override
     def get_link(self, operator, *, ti_key):
         from airflow.sdk.execution_time.xcom import XCom
 
@@ -478,6 +481,7 @@ class ReportLink(BaseOperatorLink):
 
     name = "Report"
 
+    @override
     def get_link(self, operator, *, ti_key):
         from airflow.sdk.execution_time.xcom import XCom
 

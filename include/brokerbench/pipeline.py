@@ -33,7 +33,6 @@ RUN_BULK = ("raw/", "hostmetrics/")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-
 class NotSelected(Exception):
     """This task's broker x variant is not part of the run (params chose others)."""
 
@@ -553,8 +552,6 @@ def report(ctx: RunContext) -> str:
     log.info("\n%s", render_text_summary(ctx.run_dir))
     log.info("report: %s", path)
     return str(path)
-
-
 
 
 def history_uri(ctx: RunContext) -> str:

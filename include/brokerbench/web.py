@@ -213,6 +213,7 @@ class _LocalRoot:
         path = self._path(rel)
         if not path.is_file():
             return None
+
         def chunks():
             with open(path, "rb") as f:
                 for chunk in iter(lambda: f.read(1 << 16), b""):
@@ -318,7 +319,7 @@ def _auth_dependencies():
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends, HTTPException, Request
 
-    def authenticated(user=Depends(get_user)) -> None:
+    def authenticated(_user=Depends(get_user)) -> None:
         return None
 
     def can_read_runs(request: Request, user=Depends(get_user)) -> None:

@@ -52,7 +52,6 @@ HISTOGRAM_SCALARS = T.StructType([
 ])
 
 
-
 def _record(histogram: T.StructType) -> T.StructType:
     """Union of the fields of the three record types; unknown fields are ignored."""
     return T.StructType([

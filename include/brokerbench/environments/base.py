@@ -123,12 +123,12 @@ class Environment(ABC):
         settings; ``driver_overrides`` the client-side ones, given so the
         environment can say whether the implementation honours them."""
 
-    def before_phase(self, phase: str, label: str) -> dict[str, Any] | None:
+    def before_phase(self, phase: str, label: str) -> dict[str, Any] | None:  # noqa: ARG002 - the default ignores them
         """Called before each warm-up / measured phase (page-cache drop, metrics
         sampler start). Returns the phase's provenance record, or None."""
         return None
 
-    def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
+    def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:  # noqa: ARG002 - the default ignores them
         """Called after each phase: stop samplers, bring host metrics to
         ``dest_dir``; returns per-host summaries."""
         return {}

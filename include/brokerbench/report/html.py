@@ -70,9 +70,6 @@ def status_kind(row: Mapping[str, Any]) -> str:
     return split_status(status)[0]
 
 
-
-
-
 def results_table(data: RunData, columns: Sequence[str], rows_in: Sequence[Mapping[str, Any]] | None = None
                   ) -> dict[str, Any]:
     """The results table's columns and rows (the template marks rows and formats cells). ``rows_in``: the

@@ -43,12 +43,12 @@ class RunParam:
         return self.default(suite) if callable(self.default) else self.default
 
 
-def _workloads_schema(suite: Any) -> dict[str, Any]:
+def _workloads_schema(_suite: Any) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string", "enum": list_names("workloads")}, "minItems": 1,
             "uniqueItems": True}
 
 
-def _results_root(suite: Any) -> str:
+def _results_root(_suite: Any) -> str:
     return default_results_root()
 
 
@@ -62,6 +62,7 @@ def trials_number(v: Any) -> Any:
     if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
         raise ValueError(f"must be a whole number from 1 to {MAX_TRIALS} (got {v!r})")
     return v
+
 
 PARAMS: tuple[RunParam, ...] = (
     RunParam("brokers", "plan", "Brokers to benchmark",

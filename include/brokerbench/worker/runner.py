@@ -76,8 +76,6 @@ def workload_kind(workload: dict[str, Any], job: dict[str, Any] | None = None) -
     return "latency"
 
 
-
-
 class WorkerError(RuntimeError):
     pass
 
@@ -268,7 +266,7 @@ class _Phase:
             if self.catchup_sub:
                 for c in range(self.cps):
                     self.catchup_consumers.append(self.driver.create_consumer(
-                        t, self.catchup_sub, self.partitions, lambda b: None, consumer_index=offset + c,
+                        t, self.catchup_sub, self.partitions, lambda _b: None, consumer_index=offset + c,
                         consumers_in_subscription=total_in_sub, start="earliest", paused=True))
         for t in self.topics:
             for _ in range(self.ppt):

@@ -39,6 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn
 
+from typing_extensions import override
+
 from ...spec.errors import SpecError
 from ...util import write_json_atomic
 from .. import hostmetrics, hostsetup
@@ -54,6 +56,7 @@ log = logging.getLogger("brokerbench")
 
 #: every setting with its default; types and meanings: brokerbench.environments.settings.AwsSettings
 DEFAULTS: dict[str, Any] = defaults(AwsSettings)
+
 
 class AwsEnvironment(Environment):
     name = "aws"
@@ -439,6 +442,7 @@ class AwsEnvironment(Environment):
                 rec["metrics"].append({"host": host.name, "error": str(e)})
         return rec
 
+    @override
     def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
         """Stop the samplers and copy each host's samples to ``dest_dir/<host>.jsonl``."""
         out: dict[str, Any] = {}

@@ -28,6 +28,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import override
+
 from .. import hostsetup
 from ..base import Environment, EnvironmentFailure
 from ..machine import distribution_for, implementation_for
@@ -149,7 +151,6 @@ class LocalEnvironment(Machine, Environment):
         write_json(self.state_dir / "hosts.json", result)
         return result
 
-
     # -- phases: host metrics (the same sampler as on aws hosts) ----------------------------
     def before_phase(self, phase: str, label: str) -> dict[str, Any]:
         """Start this machine's metrics sampler (CPU, memory, disk, network) for the phase."""
@@ -171,6 +172,7 @@ class LocalEnvironment(Machine, Environment):
             rec["metrics"] = [{"host": self.host.name, "error": f"{type(e).__name__}: {e}"}]
         return rec
 
+    @override
     def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
         """Stop the sampler; its samples go to ``dest_dir/<host>.jsonl``, the summary is returned."""
         import shutil

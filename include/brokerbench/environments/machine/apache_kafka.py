@@ -14,6 +14,8 @@ import logging
 import uuid
 from typing import Any
 
+from typing_extensions import override
+
 from .broker import LOOPBACK, KafkaProbeMixin, LocalBroker, free_ports, kafka_flush_requested
 from .distributions import Distribution, java, log4j_options
 
@@ -98,6 +100,7 @@ class ApacheKafkaBroker(KafkaProbeMixin, LocalBroker):
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
         return super()._log_files(state) + [(str(self.dir / "logs" / "server.log"), 0)]
 
+    @override
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:
         asked = kafka_flush_requested(broker_settings, driver_overrides)
         if asked:

@@ -14,6 +14,8 @@ import logging
 import re
 from typing import Any
 
+from typing_extensions import override
+
 from .broker import LOOPBACK, LocalBroker, PulsarProbeMixin, free_ports, journal_sync_requested
 from .distributions import Distribution, java, log4j_options
 
@@ -116,6 +118,7 @@ class ApachePulsarBroker(PulsarProbeMixin, LocalBroker):
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
         return super()._log_files(state) + [(str(self.dir / "logs" / "pulsar-standalone.log"), 0)]
 
+    @override
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:
         sync = journal_sync_requested(broker_settings)
         applied = {k: v for k, v in broker_settings.items() if k.startswith("journal")}

@@ -378,7 +378,6 @@ class KafkaProbeMixin:
 # -- Pulsar -------------------------------------------------------------------------------
 
 
-
 class PulsarProbeMixin:
     def _probe(self, state: dict[str, Any]) -> None:
         """A pulsar.Client creates a producer on a throwaway topic."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from typing_extensions import override
+
 from ..processes import log_tail
 from .broker import LOOPBACK, LocalBroker, PulsarProbeMixin, free_port, journal_sync_requested
 
@@ -41,6 +43,7 @@ class PulsarLiteBroker(PulsarProbeMixin, LocalBroker):
 
         return version("pulsar-lite")
 
+    @override
     def _launch(self, broker_settings: dict[str, Any]) -> dict[str, Any]:
         port = free_port()
         conf = self.dir / "pulsar-lite.toml"
@@ -60,6 +63,7 @@ class PulsarLiteBroker(PulsarProbeMixin, LocalBroker):
         if "Failed to load config file" in text or "Metrics endpoint listening" in text:
             raise self._error(state, "did not apply its generated configuration (metrics would bind 0.0.0.0:8080)")
 
+    @override
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:
         sync = journal_sync_requested(broker_settings)
         if sync:

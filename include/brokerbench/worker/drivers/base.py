@@ -119,6 +119,5 @@ class Driver(ABC):
         without delivering until :meth:`Consumer.resume`.
         """
 
-
     def close(self) -> None:
         pass

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka.admin import AdminClient, NewTopic
+from typing_extensions import override
 
 from brokerbench.worker.drivers.base import (
     Consumer,
@@ -84,6 +85,7 @@ class _CKProducer(Producer):
         else:
             self._rec.error(err)
 
+    @override
     def send(self, payload: bytes, key: bytes | None, send_ns: int) -> None:
         self.fast_send(payload, key)  # type: ignore[misc]  # set in __init__
 
@@ -153,6 +155,7 @@ class ConfluentKafkaDriver(Driver):
         self.common = _clean(parse_properties(driver.get("commonConfig")))
         self.common["bootstrap.servers"] = endpoint["bootstrap_servers"]
 
+    @override
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
         admin = AdminClient(dict(self.common))
         configs = parse_properties(self.driver.get("topicConfig"))
@@ -166,10 +169,12 @@ class ConfluentKafkaDriver(Driver):
                 if "TOPIC_ALREADY_EXISTS" not in str(e) and "already exists" not in str(e):
                     raise RuntimeError(f"creating topic {t}: {e}") from None
 
+    @override
     def create_producer(self, topic: str, partitions: int) -> Producer:
         conf = {**self.common, **_clean(parse_properties(self.driver.get("producerConfig")))}
         return _CKProducer(conf, topic, self.recorder)
 
+    @override
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
                         consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
         conf = {**self.common, "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,

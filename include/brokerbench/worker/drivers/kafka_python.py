@@ -10,6 +10,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
+from typing_extensions import override
 
 from brokerbench.worker.drivers.base import (
     Consumer,
@@ -118,6 +119,7 @@ class KafkaPythonDriver(Driver):
         self.common = parse_properties(driver.get("commonConfig"))
         self.common.pop("bootstrap.servers", None)
 
+    @override
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
         try:
@@ -132,10 +134,12 @@ class KafkaPythonDriver(Driver):
         finally:
             admin.close()
 
+    @override
     def create_producer(self, topic: str, partitions: int) -> Producer:
         kw = _kwargs(parse_properties(self.driver.get("producerConfig")), _PRODUCER_KEYS)
         return _KafkaProducer(KafkaProducer(bootstrap_servers=self.bootstrap, **kw), topic, self.recorder)
 
+    @override
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
                         consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
         kw = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "enable_auto_commit": False,

@@ -9,6 +9,7 @@ from importlib.metadata import version
 from typing import Any
 
 import pulsar
+from typing_extensions import override
 
 from brokerbench.worker.drivers.base import Consumer, Driver, PayloadHandler, Producer
 
@@ -43,6 +44,7 @@ class _PulsarProducer(Producer):
         else:
             self._rec.error(result)
 
+    @override
     def flush(self, timeout_s: float = 10.0) -> None:
         self._p.flush()
 
@@ -133,6 +135,7 @@ class PulsarClientDriver(Driver):
             for s in subscriptions:
                 self.client.subscribe(topic_url(t), s, consumer_type=pulsar.ConsumerType.Shared).close()
 
+    @override
     def create_producer(self, topic: str, partitions: int) -> Producer:
         cfg = self.driver.get("producer") or {}
         p = self.client.create_producer(
@@ -146,6 +149,7 @@ class PulsarClientDriver(Driver):
         )
         return _PulsarProducer(p, self.recorder)
 
+    @override
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
                         consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
         cfg = self.driver.get("consumer") or {}
