@@ -36,10 +36,10 @@ import os
 import sys
 
 try:
-    from brokerbench_spark.cli import main
+    from brokerbench_spark.entry import main
 except ImportError:  # imported from elsewhere than its directory: the package is beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from brokerbench_spark.cli import main
+    from brokerbench_spark.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

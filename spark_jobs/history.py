@@ -15,7 +15,7 @@ history root when it is local; required when it is on S3): the run's rows under
 ``_manifests/<run_key>.json`` listing the files written (see
 docs/aggregation-and-report.md, "Running the jobs on a cluster").
 
-The job is ``spark_jobs/brokerbench_spark/history.py``; this file is its entry
+The job is ``spark_jobs/brokerbench_spark/history_writer.py``; this file is its entry
 point (see spark_jobs/aggregate.py about ``--py-files``).
 """
 
@@ -25,10 +25,10 @@ import os
 import sys
 
 try:
-    from brokerbench_spark.history import main
+    from brokerbench_spark.history_writer import main
 except ImportError:  # imported from elsewhere than its directory: the package is beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from brokerbench_spark.history import main
+    from brokerbench_spark.history_writer import main
 
 if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -17,7 +17,9 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import logging
 import os
 import re
 import signal
@@ -26,6 +28,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
+from brokerbench.spec.roots import default_results_root
+from brokerbench.storage import aws_conn_id, is_s3, split_s3, staging_root
+from brokerbench.util import dag_id_for
 
 #: brokerbench's own log records in `airflow dags test` output: "<ts> [info ] MESSAGE [brokerbench] loc=..."
 _OWN = re.compile(r"^\S+ \[(\w+)\s*\] (.*?)\s+\[brokerbench[\w.]*\]")
@@ -45,8 +52,6 @@ def _terminal_line(line: str) -> str | None:
 
 
 def _cmd_list(_args) -> int:
-    from brokerbench.spec import list_drivers, list_suites, list_variants, list_workloads
-
     for title, names in (("suites", list_suites()), ("workloads", list_workloads()),
                          ("drivers", list_drivers()), ("variants", list_variants())):
         print(f"{title}:")
@@ -56,8 +61,6 @@ def _cmd_list(_args) -> int:
 
 
 def _cmd_validate(args) -> int:
-    from brokerbench.spec import SpecError, build_plan, list_suites, load_suite
-
     bad = 0
     for name in args.suites or list_suites():
         try:
@@ -90,16 +93,14 @@ def parse_conf(text: str | None) -> dict:
 def run_dir_for(results_root: str, dag_id: str, run_id: str) -> Path:
     """The local directory of run ``run_id``: the one pipeline.RunContext writes to
     (for an s3:// results root, its local staging copy)."""
-    from brokerbench.pipeline import RunContext
+    from brokerbench.pipeline import RunContext  # the pipeline loads the environments: only where needed
 
     return RunContext(dag_id=dag_id, run_id=run_id, suite="", params={"results_root": results_root}).run_dir
 
 
 def run_uri_for(results_root: str, dag_id: str, run_id: str) -> str:
     """Where run ``run_id`` is stored: ``s3://bucket/prefix/runs/<dag>/<run>`` or the local directory."""
-    from brokerbench.pipeline import RunContext
-    from brokerbench.storage import is_s3
-
+    from brokerbench.pipeline import RunContext  # the pipeline loads the environments: only where needed
     ctx = RunContext(dag_id=dag_id, run_id=run_id, suite="", params={"results_root": results_root})
     if is_s3(results_root):
         return f"{results_root.rstrip('/')}/runs/{ctx.run_key}"
@@ -108,8 +109,6 @@ def run_uri_for(results_root: str, dag_id: str, run_id: str) -> str:
 
 def log_dir_for(results_root: str) -> Path:
     """Local directory for the CLI's log files: ``<results root>/logs``, for s3:// its staging copy's."""
-    from brokerbench.storage import staging_root
-
     return staging_root(results_root) / "logs"
 
 
@@ -157,9 +156,7 @@ def _raise_interrupt(*_: Any) -> None:
 
 def _stop(proc: subprocess.Popen) -> None:
     """SIGTERM the `airflow dags test` process group (its task gets on_kill), SIGKILL after 30 s."""
-    import signal as sig
-
-    for s, wait in ((sig.SIGTERM, 30), (sig.SIGKILL, 10)):
+    for s, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
         try:
             os.killpg(proc.pid, s)
             proc.wait(timeout=wait)
@@ -173,7 +170,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def stop_run(suite: str, dag_id: str, run_id: str, conf: dict[str, Any]) -> str:
     """After a stopped `brokerbench bench`: stop the run's workers and everything it started, give the
     environment's lease back. Results already measured stay in the run directory."""
-    from brokerbench import pipeline
+    from brokerbench import pipeline  # the pipeline loads the environments: only where needed
 
     ctx = pipeline.RunContext(dag_id=dag_id, run_id=run_id, suite=suite, params=dict(conf))
     done = []
@@ -255,20 +252,9 @@ class OutputScan:
         return own or dict(self.failed)
 
 
-def failure_reason(lines: list[str], max_lines: int = 5) -> list[str]:
-    """Why `airflow dags test` stopped, from its output lines: the last traceback's exception
-    (e.g. ``ParamValidationError: Invalid input for param brokers: ...``)."""
-    scan = OutputScan(max_lines)
-    for line in lines:
-        scan.feed(line)
-    return scan.reason
-
-
 def _lookup_run_id(dag_id: str, logical_date: str) -> str | None:
     """Fallback when the output did not name the run (e.g. a logging level above INFO):
     the run of ``dag_id`` with our logical date, from `airflow dags list-runs`."""
-    import datetime as dt
-
     try:
         out = subprocess.run([sys.executable, "-m", "airflow", "dags", "list-runs", dag_id, "-o", "json"],
                              capture_output=True, text=True, timeout=120).stdout
@@ -285,27 +271,20 @@ def _lookup_run_id(dag_id: str, logical_date: str) -> str | None:
 def _report_found(results_root: str, run_dir: Path, run_uri: str) -> bool:
     if (run_dir / "report.html").exists():
         return True
-    from brokerbench.storage import is_s3, split_s3
-
     if not is_s3(results_root):
         return False
     try:  # the staging copy may be elsewhere (another machine ran the report task)
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook  # Airflow: only for an s3:// root
 
         bucket, _ = split_s3(run_uri)
         key = run_uri[len(f"s3://{bucket}/"):] + "/report.html"
-        hook = S3Hook(aws_conn_id=os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws"))
+        hook = S3Hook(aws_conn_id=aws_conn_id())
         return bool(hook.check_for_key(key, bucket_name=bucket))
     except Exception:  # noqa: BLE001 - no credentials, no network: say it is not known to be there
         return False
 
 
 def _cmd_bench(args) -> int:
-    import datetime as dt
-
-    from brokerbench.spec import SpecError, load_suite
-    from brokerbench.spec.roots import default_results_root
-
     try:
         conf = parse_conf(args.conf)
     except ConfError as e:
@@ -316,8 +295,6 @@ def _cmd_bench(args) -> int:
     except SpecError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
         return 1
-    from brokerbench.util import dag_id_for
-
     dag_id = dag_id_for(suite.name)
     results_root = str(conf.get("results_root") or default_results_root())
     log_path, log = open_log(log_dir_for(results_root), dag_id)
@@ -376,7 +353,7 @@ def _cmd_bench(args) -> int:
     run_dir = run_dir_for(results_root, dag_id, run_id)
     run_uri = run_uri_for(results_root, dag_id, run_id)
     if (run_dir / "summary" / "summary.csv").exists():
-        from brokerbench.report import render_text_summary
+        from brokerbench.report import render_text_summary  # matplotlib: only when a report is printed
 
         print(render_text_summary(run_dir))
     print(f"brokerbench: run {run_id}: {run_uri}")
@@ -410,9 +387,7 @@ def _shorten(text: str, limit: int = 400) -> str:
 
 
 def _cmd_aws_sweep(args) -> int:
-    import logging
-
-    from brokerbench.environments.aws.fleet import sweep_expired
+    from brokerbench.environments.aws.fleet import sweep_expired  # boto3: only for the sweeper
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     record = sweep_expired(args.aws_conn_id, args.region or None, args.grace_minutes, args.dry_run)

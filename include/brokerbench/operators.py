@@ -17,7 +17,7 @@ from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from typing_extensions import override
 
-from brokerbench import pipeline
+from brokerbench import pipeline, storage
 from brokerbench.spec.roots import default_results_root
 
 #: The Spark connection brokerbench uses. Defined by the project (Makefile,
@@ -131,11 +131,8 @@ def _cleanup_failed_provision(context: Any) -> None:
     try:
         with ctx.synced():
             env = ctx.environment()
-            if hasattr(env, "cleanup_failed_provision"):
-                record = env.cleanup_failed_provision(reason=str(context.get("exception")))
-                log.warning("provision failed; cleaned up: %s", record)
-            else:
-                log.warning("provision failed; teardown of what it started: %s", env.teardown())
+            record = env.cleanup_failed_provision(reason=str(context.get("exception")))
+            log.warning("provision failed; cleaned up: %s", record)
     except Exception as e:  # noqa: BLE001 - a callback never raises; the hourly sweeper is the last resort
         log.error("cleanup after the failed provision did not complete: %s: %s", type(e).__name__, e)
 
@@ -302,14 +299,14 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
         return super().execute(context)
 
 
-def s3_environment(aws_conn_id: str | None = None) -> dict[str, str]:
+def s3_environment(conn_id: str | None = None) -> dict[str, str]:
     """AWS_* variables for a process that reads the results store with boto3 (the Spark jobs): credentials,
     region and endpoint of the Airflow connection ``BROKERBENCH_AWS_CONN_ID`` (default ``brokerbench_aws``)."""
     import os
 
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-    hook = S3Hook(aws_conn_id=aws_conn_id or os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws"))
+    hook = S3Hook(aws_conn_id=conn_id or storage.aws_conn_id())
     env: dict[str, str] = {}
     creds = hook.get_credentials()
     if creds and creds.access_key:

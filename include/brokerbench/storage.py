@@ -69,12 +69,18 @@ def _md5(path: Path) -> str:
     return h.hexdigest()
 
 
-def s3_client(aws_conn_id: str | None = None):
+def aws_conn_id() -> str:
+    """The Airflow connection of the results store's account: ``BROKERBENCH_AWS_CONN_ID``, else ``brokerbench_aws``
+    (read on every call, so a changed environment takes effect)."""
+    return os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws")
+
+
+def s3_client(conn_id: str | None = None):
     """A boto3 S3 client from the Airflow connection ``aws_conn_id`` (default ``BROKERBENCH_AWS_CONN_ID``, else
     ``brokerbench_aws``): its credentials and endpoint (``extra.endpoint_url``, e.g. a MinIO or moto server)."""
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-    return S3Hook(aws_conn_id=aws_conn_id or os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws")).get_conn()
+    return S3Hook(aws_conn_id=conn_id or aws_conn_id()).get_conn()
 
 
 def _local_state(base: Path) -> dict[str, tuple[int, int]]:
@@ -94,11 +100,11 @@ class S3Sync:
     Prefixes are relative to the results root (``runs/<dag>/<run>/``, ``history/broker=kafka/``); ``exclude``
     names prefixes not to download (a run's bulky ``raw/`` when the task does not read it)."""
 
-    def __init__(self, root: str, aws_conn_id: str | None = None):
+    def __init__(self, root: str, conn_id: str | None = None):
         self.root = root
         self.bucket, self.prefix = split_s3(root)
         self.local = staging_root(root)
-        self.client = s3_client(aws_conn_id)
+        self.client = s3_client(conn_id)
         self.uploaded: list[str] = []
 
     def key(self, rel: str) -> str:

@@ -21,21 +21,21 @@ def test_zip_holds_the_package_and_is_reused(tmp_path):
     names = set(zipfile.ZipFile(path).namelist())
     expected = {f"brokerbench_spark/{p.name}" for p in PACKAGE.glob("*.py")}
     assert names == expected
-    assert {"brokerbench_spark/cli.py", "brokerbench_spark/merge.py", "brokerbench_spark/history.py"} <= names
+    assert {"brokerbench_spark/entry.py", "brokerbench_spark/merge.py", "brokerbench_spark/history_writer.py"} <= names
     mtime = path.stat().st_mtime_ns
     assert Path(build_zip(tmp_path)) == path and path.stat().st_mtime_ns == mtime
 
 
 def test_package_imports_from_the_zip_alone(tmp_path):
     path = build_zip(tmp_path)
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import brokerbench_spark.cli, brokerbench_spark.history; "
-            "print(brokerbench_spark.cli.__file__)")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import brokerbench_spark.entry, brokerbench_spark.history_writer; "
+            "print(brokerbench_spark.entry.__file__)")
     out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, cwd=tmp_path, check=True)
     assert out.stdout.strip().startswith(path)
 
 
 def test_entry_points_are_thin():
-    for script, target in (("aggregate.py", "brokerbench_spark.cli"), ("history.py", "brokerbench_spark.history")):
+    for script, target in (("aggregate.py", "brokerbench_spark.entry"), ("history.py", "brokerbench_spark.history_writer")):
         text = (ROOT / "spark_jobs" / script).read_text()
         assert f"from {target} import main" in text
         assert "pyspark" not in text.split('"""')[-1]  # all Spark code lives in the package
@@ -113,7 +113,7 @@ def test_executor_env_only_what_is_set(monkeypatch):
 def test_out_dirs_contract(tmp_path):
     import pytest
 
-    from brokerbench_spark.cli import out_dirs
+    from brokerbench_spark.entry import out_dirs
 
     assert out_dirs([str(tmp_path / "r")], None) == [str(tmp_path / "r" / "summary")]
     assert out_dirs(["s3://b/r"], [str(tmp_path / "o")]) == [str(tmp_path / "o")]
@@ -124,7 +124,7 @@ def test_out_dirs_contract(tmp_path):
 
 
 def test_history_partition_values_escaped_as_spark():
-    from brokerbench_spark.history import escape_partition
+    from brokerbench_spark.history_writer import escape_partition
 
     assert escape_partition("3.8.0") == "3.8.0"
     assert escape_partition("a/b:c=d") == "a%2Fb%3Ac%3Dd"

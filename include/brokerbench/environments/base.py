@@ -154,6 +154,12 @@ class Environment(ABC):
         fresh object and from any process. Returns a description of each one stopped. Default: none."""
         return []
 
+    def cleanup_failed_provision(self, *, reason: str | None = None) -> dict[str, Any]:  # noqa: ARG002
+        """After a provision that failed on its last try (Airflow then skips the teardown): remove whatever the
+        tries created, from a fresh object. Default: the teardown (the reason is for environments that record
+        it)."""
+        return self.teardown()
+
     @abstractmethod
     def teardown(self) -> dict[str, Any]:
         """Stop everything the run started. Idempotent; must work after any failure."""

@@ -123,7 +123,6 @@ PARAMS: tuple[RunParam, ...] = (
              {"type": ["null", "string"]}),
 )
 
-BY_NAME = {p.name: p for p in PARAMS}
 PLAN_PARAMS = tuple(p.name for p in PARAMS if p.group == "plan")
 ANALYSIS_PARAMS = tuple(p.name for p in PARAMS if p.group == "analysis")
 ENVIRONMENT_PARAMS = tuple(p.name for p in PARAMS if p.group == "environment")

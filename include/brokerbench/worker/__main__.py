@@ -1,5 +1,5 @@
 import sys
 
-from brokerbench.worker.cli import main
+from brokerbench.worker.command import main
 
 sys.exit(main())

@@ -186,6 +186,7 @@ class AwsEnvironment(Environment):
             error.add_note(summary)
         return record
 
+    @override
     def cleanup_failed_provision(self, fleet: aws_fleet.Fleet | None = None, reason: str | None = None,
                                  timeout_s: float = 600) -> dict[str, Any]:
         """Terminate every instance of the run and delete its security group, found by
