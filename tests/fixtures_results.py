@@ -313,7 +313,7 @@ def host_summary(foreign_mean: float = 3.0, foreign_max: float = 8.0, other_runs
 
 def write_phase_record(run_dir: str | Path, workload: str, driver: str, variant: str, phase: str,
                        hosts: Mapping[str, dict]) -> Path:
-    """``provenance/phases/<label>.json`` as pipeline.run_phase writes it (label as there)."""
+    """``provenance/phases/<label>.json`` as brokerbench.pipeline.benchmark.run_phase writes it (label as there)."""
     import re
 
     label = re.sub(r"[^A-Za-z0-9._=-]", "_", f"{workload}__{driver}__{variant}__{phase}")

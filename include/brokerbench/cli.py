@@ -91,16 +91,16 @@ def parse_conf(text: str | None) -> dict:
 
 
 def run_dir_for(results_root: str, dag_id: str, run_id: str) -> Path:
-    """The local directory of run ``run_id``: the one pipeline.RunContext writes to
+    """The local directory of run ``run_id``: the one context.RunContext writes to
     (for an s3:// results root, its local staging copy)."""
-    from brokerbench.pipeline import RunContext  # the pipeline loads the environments: only where needed
+    from brokerbench.pipeline.context import RunContext  # the pipeline loads the environments: only where needed
 
     return RunContext(dag_id=dag_id, run_id=run_id, suite="", params={"results_root": results_root}).run_dir
 
 
 def run_uri_for(results_root: str, dag_id: str, run_id: str) -> str:
     """Where run ``run_id`` is stored: ``s3://bucket/prefix/runs/<dag>/<run>`` or the local directory."""
-    from brokerbench.pipeline import RunContext  # the pipeline loads the environments: only where needed
+    from brokerbench.pipeline.context import RunContext  # the pipeline loads the environments: only where needed
     ctx = RunContext(dag_id=dag_id, run_id=run_id, suite="", params={"results_root": results_root})
     if is_s3(results_root):
         return f"{results_root.rstrip('/')}/runs/{ctx.run_key}"
@@ -170,19 +170,23 @@ def _stop(proc: subprocess.Popen) -> None:
 def stop_run(suite: str, dag_id: str, run_id: str, conf: dict[str, Any]) -> str:
     """After a stopped `brokerbench bench`: stop the run's workers and everything it started, give the
     environment's lease back. Results already measured stay in the run directory."""
-    from brokerbench import pipeline  # the pipeline loads the environments: only where needed
+    from brokerbench.pipeline import (  # the pipeline loads the environments: only where needed
+        context,
+        environment_lease,
+        teardown,
+    )
 
-    ctx = pipeline.RunContext(dag_id=dag_id, run_id=run_id, suite=suite, params=dict(conf))
+    ctx = context.RunContext(dag_id=dag_id, run_id=run_id, suite=suite, params=dict(conf))
     done = []
     try:
         with ctx.synced():
             if ctx.plan_path.exists():
                 env = ctx.environment()
                 done.append(f"{len(env.stop_workers())} worker(s) stopped")
-                record = pipeline.teardown(ctx)
+                record = teardown.teardown(ctx)
                 done.append(f"teardown: {len(record.get('stopped', []))} process(es) stopped"
                             + (f", errors: {record['errors']}" if record.get("errors") else ""))
-                done.append("lease released" if pipeline.release_environment(ctx) else "no lease held")
+                done.append("lease released" if environment_lease.release_environment(ctx) else "no lease held")
             else:
                 done.append("nothing to tear down (the run had not been validated)")
     except Exception as e:  # noqa: BLE001 - say what failed; the sweeper / next teardown is the fallback
@@ -353,7 +357,7 @@ def _cmd_bench(args) -> int:
     run_dir = run_dir_for(results_root, dag_id, run_id)
     run_uri = run_uri_for(results_root, dag_id, run_id)
     if (run_dir / "summary" / "summary.csv").exists():
-        from brokerbench.report import render_text_summary  # matplotlib: only when a report is printed
+        from brokerbench.report.html import render_text_summary  # matplotlib: only when a report is printed
 
         print(render_text_summary(run_dir))
     print(f"brokerbench: run {run_id}: {run_uri}")

@@ -17,7 +17,8 @@ from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from typing_extensions import override
 
-from brokerbench import pipeline, storage
+from brokerbench import storage, util
+from brokerbench.pipeline import analysis, benchmark, context, environment_lease, setup, teardown
 from brokerbench.spec.roots import default_results_root
 
 #: The Spark connection brokerbench uses. Defined by the project (Makefile,
@@ -27,8 +28,8 @@ SPARK_CONN_ID = "brokerbench_spark"
 log = logging.getLogger("brokerbench")
 
 
-def run_context(suite: str, context: Any) -> pipeline.RunContext:
-    return pipeline.RunContext(
+def run_context(suite: str, context: Any) -> context.RunContext:
+    return context.RunContext(
         dag_id=context["dag"].dag_id, run_id=context["run_id"], suite=suite,
         params=dict(context["params"] or {}))
 
@@ -46,10 +47,10 @@ class BrokerbenchStepOperator(BaseOperator):
     #: the step compares with history: an s3:// store's history partitions of the run's brokers are pulled
     reads_history = False
 
-    def step(self, ctx: pipeline.RunContext) -> Any:  # pragma: no cover - abstract
+    def step(self, ctx: context.RunContext) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def raw_needed(self, ctx: pipeline.RunContext) -> list[str]:  # noqa: ARG002 - the default ignores them
+    def raw_needed(self, ctx: context.RunContext) -> list[str]:  # noqa: ARG002 - the default ignores them
         """Result directories (relative to the run dir) the step reads, pulled from an s3:// store."""
         return []
 
@@ -60,7 +61,7 @@ class BrokerbenchStepOperator(BaseOperator):
             # s3:// results: what the step reads is pulled into the staging copy before, what it wrote pushed after
             with ctx.synced(history=self.reads_history, raw=self.raw_needed):
                 return self.step(ctx)
-        except pipeline.NotSelected as e:
+        except context.NotSelected as e:
             raise AirflowSkipException(str(e)) from e
 
 
@@ -74,7 +75,7 @@ class ValidatePlanOperator(BrokerbenchStepOperator):
         from brokerbench.spec import SpecError
 
         try:
-            return pipeline.validate(ctx)
+            return setup.validate(ctx)
         except SpecError as e:
             raise AirflowFailException(str(e)) from e
 
@@ -104,13 +105,13 @@ class AcquireEnvironmentOperator(BaseOperator):
 
         ctx = run_context(self.suite, context)
         with ctx.synced():
-            busy = pipeline.acquire_environment(ctx)
-            scope, slots = pipeline.lease_scope(ctx)
+            busy = environment_lease.acquire_environment(ctx)
+            scope, slots = environment_lease.lease_scope(ctx)
         if busy is None:
             log.info("this run holds the lease of the %s environment", scope)
             return {"scope": scope, "run_key": ctx.run_key}
         log.info("waiting, not failing: %s. This run provisions when the lease is free.", busy)
-        self.defer(trigger=LeaseFreeTrigger(scope, slots, str(pipeline.lease_store(ctx)), self.poll_s),
+        self.defer(trigger=LeaseFreeTrigger(scope, slots, str(environment_lease.lease_store(ctx)), self.poll_s),
                    method_name="execute", timeout=self.timeout)
 
 
@@ -120,7 +121,7 @@ class ReleaseEnvironmentOperator(BrokerbenchStepOperator):
     ui_color = "#f2f3f4"
 
     def step(self, ctx):
-        return {"released": pipeline.release_environment(ctx)}
+        return {"released": environment_lease.release_environment(ctx)}
 
 
 def _cleanup_failed_provision(context: Any) -> None:
@@ -148,14 +149,14 @@ class ProvisionOperator(BrokerbenchStepOperator):
         super().__init__(**kwargs)
 
     def step(self, ctx):
-        return pipeline.provision(ctx)
+        return setup.provision(ctx)
 
 
 class HostSetupOperator(BrokerbenchStepOperator):
     """tuned-adm profile, time sync and clock offset, disk baseline: recorded per host."""
 
     def step(self, ctx):
-        return pipeline.setup_hosts(ctx)
+        return setup.setup_hosts(ctx)
 
 
 class _BrokerVariantOperator(BrokerbenchStepOperator):
@@ -172,19 +173,19 @@ class DeployBrokerOperator(_BrokerVariantOperator):
 
     def step(self, ctx):
         self._ctx = ctx
-        return pipeline.deploy(ctx, self.broker, self.variant)
+        return benchmark.deploy(ctx, self.broker, self.variant)
 
     def on_kill(self) -> None:
         """A deploy stopped half-way leaves no broker process behind."""
         ctx = getattr(self, "_ctx", None)
         if ctx is not None:
             log.warning("deploy killed: stopping %s", self.broker)
-            pipeline.undeploy(ctx, self.broker)
+            benchmark.undeploy(ctx, self.broker)
 
 
 class PrepareTopicsOperator(_BrokerVariantOperator):
     def step(self, ctx):
-        return pipeline.prepare_topics(ctx, self.broker, self.variant)
+        return benchmark.prepare_topics(ctx, self.broker, self.variant)
 
 
 class RunPhaseOperator(_BrokerVariantOperator):
@@ -203,19 +204,19 @@ class RunPhaseOperator(_BrokerVariantOperator):
         ctx = run_context(self.suite, context)
         try:
             with ctx.synced():
-                seconds = pipeline.phase_timeout_s(ctx, self.broker, self.variant, self.phase)
-        except (pipeline.NotSelected, FileNotFoundError):
+                seconds = benchmark.phase_timeout_s(ctx, self.broker, self.variant, self.phase)
+        except (context.NotSelected, FileNotFoundError):
             return
         if self.execution_timeout is None or self.execution_timeout.total_seconds() > seconds:
             self.execution_timeout = dt.timedelta(seconds=seconds)
             log.info("execution_timeout %.0f s (from the plan's %s durations)", seconds, self.phase)
 
     def raw_needed(self, ctx):
-        return pipeline.raw_prefixes(ctx, self.broker, self.variant) if self.phase == "measure" else []
+        return benchmark.raw_prefixes(ctx, self.broker, self.variant) if self.phase == "measure" else []
 
     def step(self, ctx):
         self._ctx = ctx
-        return pipeline.run_phase(ctx, self.broker, self.variant, self.phase)
+        return benchmark.run_phase(ctx, self.broker, self.variant, self.phase)
 
     def on_kill(self) -> None:
         """Killed from the UI, the API or by execution_timeout: stop this run's workers, so no load is left."""
@@ -233,7 +234,7 @@ class UndeployBrokerOperator(BrokerbenchStepOperator):
         self.broker = broker
 
     def step(self, ctx):
-        pipeline.undeploy(ctx, self.broker)
+        benchmark.undeploy(ctx, self.broker)
 
 
 def spark_py_files() -> str:
@@ -241,7 +242,7 @@ def spark_py_files() -> str:
     (rebuilt only when a source changes)."""
     import importlib.util
 
-    path = pipeline.PROJECT_ROOT / "spark_jobs" / "brokerbench_spark" / "pyfiles.py"
+    path = context.PROJECT_ROOT / "spark_jobs" / "brokerbench_spark" / "pyfiles.py"
     spec = importlib.util.spec_from_file_location("brokerbench_spark_pyfiles", path)
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot load {path}")
@@ -261,7 +262,7 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
     script = ""
 
     def __init__(self, *, suite: str, **kwargs: Any):
-        kwargs.setdefault("application", str(pipeline.PROJECT_ROOT / "spark_jobs" / self.script))
+        kwargs.setdefault("application", str(context.PROJECT_ROOT / "spark_jobs" / self.script))
         kwargs.setdefault("conn_id", SPARK_CONN_ID)
         kwargs.setdefault("name", f"brokerbench-{self.script.removesuffix('.py')}")
         super().__init__(**kwargs)
@@ -332,7 +333,7 @@ class AggregateResultsOperator(BrokerbenchSparkOperator):
         log.info("== %s (try %s): spark-submit on %s", self.task_id, context["ti"].try_number, ctx.results_uri)
         self.check_connection()
         with ctx.synced() as sync:  # s3:// results: the job reads the run from S3; its tables are pushed after
-            if not pipeline.has_measurements(ctx, sync):
+            if not analysis.has_measurements(ctx, sync):
                 raise AirflowFailException(f"no measured results under {ctx.results_uri}/raw: nothing to aggregate")
             out = ctx.run_dir / "summary"
             return self.submit(context, ["--run-dir", ctx.results_uri, "--out-dir", str(out)], ctx.results_root)
@@ -365,8 +366,8 @@ class HistoryAppendOperator(BrokerbenchSparkOperator):
             if not (ctx.run_dir / "summary" / "summary.parquet").exists():
                 raise AirflowFailException(f"no summary under {ctx.results_uri}/summary: nothing to append")
             run_type, run_ts = _run_type_and_ts(context)
-            pipeline.write_run_meta(ctx, run_type, run_ts)
-        history_uri = pipeline.history_uri(ctx)
+            analysis.record_run_meta(ctx, run_type, run_ts)
+        history_uri = analysis.history_uri(ctx)
         log.info("== %s: append %s (%s run at %s) to %s", self.task_id, ctx.results_uri, run_type, run_ts,
                  history_uri)
         args = ["--history-root", history_uri, "--run-dir", ctx.results_uri]
@@ -375,7 +376,7 @@ class HistoryAppendOperator(BrokerbenchSparkOperator):
         else:  # the job writes this run's history files here; they are uploaded, its stale keys removed
             out = ctx.local_results_root / "history"
             result = self.submit(context, [*args, "--history-out", str(out)], ctx.results_root)
-            pipeline.publish_history(ctx, sync, out)
+            analysis.publish_history(ctx, sync, out)
         for outlet in self.outlets or []:
             try:
                 context["outlet_events"][outlet].extra = {
@@ -393,7 +394,7 @@ class VerdictOperator(BrokerbenchStepOperator):
     reads_history = True
 
     def step(self, ctx):
-        return pipeline.verdicts(ctx)
+        return analysis.verdicts(ctx)
 
 
 class RegressionGateOperator(BrokerbenchStepOperator):
@@ -406,8 +407,8 @@ class RegressionGateOperator(BrokerbenchStepOperator):
         run_type, _ = _run_type_and_ts(context)
         try:
             with ctx.synced():
-                return pipeline.regression_gate(ctx, run_type)
-        except pipeline.RegressionFound as e:
+                return analysis.regression_gate(ctx, run_type)
+        except analysis.RegressionFound as e:
             raise AirflowFailException(str(e)) from e
 
 
@@ -445,7 +446,7 @@ class CompareOperator(BaseOperator):
                 if extra.get("results_root"):  # the results store's URI (s3://... or a path), never a staging copy
                     results_root = extra["results_root"]
         log.info("comparison of the history in %s", results_root)
-        path = pipeline.compare(results_root, context["run_id"], params.get("environment") or None,
+        path = analysis.compare(results_root, context["run_id"], params.get("environment") or None,
                                 params.get("brokers") or None)
         from brokerbench import web
 
@@ -488,7 +489,7 @@ class ReportLink(BaseOperatorLink):
         if not path:
             return ""
         root = web.task_results_root(ti_key, str(path))
-        return web.report_url(root, f"{pipeline.safe_name(ti_key.dag_id)}/{pipeline.safe_name(ti_key.run_id)}")
+        return web.report_url(root, f"{util.safe_name(ti_key.dag_id)}/{util.safe_name(ti_key.run_id)}")
 
 
 class ReportOperator(BrokerbenchStepOperator):
@@ -499,7 +500,7 @@ class ReportOperator(BrokerbenchStepOperator):
     reads_history = True
 
     def step(self, ctx):
-        return pipeline.report(ctx)
+        return analysis.report(ctx)
 
 
 class RunOutcomeOperator(BaseOperator):
@@ -545,4 +546,4 @@ class TeardownOperator(BrokerbenchStepOperator):
     ui_color = "#f2f3f4"
 
     def step(self, ctx):
-        return pipeline.teardown(ctx)
+        return teardown.teardown(ctx)

@@ -23,8 +23,8 @@ import uuid
 
 import pytest
 
-from brokerbench import pipeline
 from brokerbench.environments.machine import distributions
+from brokerbench.pipeline import context, setup
 from brokerbench.spec import SpecError
 from brokerbench.worker.runner import prepare_job, run_job
 from tests.integration.test_local_environment import assert_loopback_only, assert_nothing_left, broker_state
@@ -44,11 +44,11 @@ def env_with(local_env, **settings):
 # -- resolution ---------------------------------------------------------------------------
 
 def test_a_version_maven_central_does_not_have_is_refused_by_validate(tmp_path):
-    ctx = pipeline.RunContext(dag_id="brokerbench_smoke", run_id="manual__v", suite="smoke",
+    ctx = context.RunContext(dag_id="brokerbench_smoke", run_id="manual__v", suite="smoke",
                               params={"results_root": str(tmp_path), "brokers": ["kafka"],
                                       "broker_versions": {"kafka": "9.9.9"}})
     with pytest.raises(SpecError) as e:
-        pipeline.validate(ctx)
+        setup.validate(ctx)
     assert e.value.field == "params.broker_versions.kafka"
     msg = str(e.value)
     assert "kafka version '9.9.9' cannot be resolved (artifact org.apache.kafka:kafka_2.13:9.9.9)" in msg

@@ -52,7 +52,7 @@ def chromium() -> str:
 
 def write_run(results: Path) -> Path:
     """A run directory with summary, time series, provenance and plan; report.html built by brokerbench.report."""
-    from brokerbench.report import build_report
+    from brokerbench.report.html import build_report
 
     run = results / "runs" / RUN[0] / RUN[1]
     (run / "summary").mkdir(parents=True)
@@ -108,7 +108,7 @@ from pathlib import Path
 from airflow.sdk import DAG, BaseOperator, Param
 
 from brokerbench.operators import ReportLink
-from brokerbench.pipeline import safe_name
+from brokerbench.util import safe_name
 
 
 class ProbeReportOperator(BaseOperator):
@@ -310,7 +310,7 @@ def test_report_button_of_the_ui_leads_to_the_served_report(api_server):
         run_id = runs[0]["dag_run_id"]
         links = c.get(f"/api/v2/dags/bb_link_probe/dagRuns/{run_id}/taskInstances/report/links").json()
         link = links["extra_links"]["Report"]
-        from brokerbench.pipeline import safe_name
+        from brokerbench.util import safe_name
 
         assert link.startswith(f"/brokerbench/runs/bb_link_probe/{safe_name(run_id)}/report.html?root="), link
         r = c.get(link)

@@ -206,13 +206,13 @@ def test_provision_refuses_before_any_ec2_call(tmp_path, monkeypatch):
     ({"instance_counts": {"broker": 0}}, "params.instance_counts.broker"),
 ])
 def test_the_validate_task_refuses_bad_aws_params_before_any_machine(tmp_path, monkeypatch, params, field):
-    """pipeline.validate (the DAG's first task) applies the checks: no plan.json, nothing provisioned."""
-    from brokerbench import pipeline
+    """setup.validate (the DAG's first task) applies the checks: no plan.json, nothing provisioned."""
+    from brokerbench.pipeline import context, setup
 
     monkeypatch.setenv("BROKERBENCH_AWS_SETTINGS", json.dumps({"ami": BASE["ami"],
                                                                "controller_cidr": BASE["controller_cidr"]}))
-    ctx = pipeline.RunContext(dag_id="brokerbench_aws_seed_latency", run_id="manual__1", suite="aws-seed-latency",
+    ctx = context.RunContext(dag_id="brokerbench_aws_seed_latency", run_id="manual__1", suite="aws-seed-latency",
                               params={"results_root": str(tmp_path), **params})
     with pytest.raises(SpecError, match=field.replace(".", r"\.")):
-        pipeline.validate(ctx)
+        setup.validate(ctx)
     assert not ctx.plan_path.exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from brokerbench import cli
-from brokerbench.pipeline import RunContext
+from brokerbench.pipeline.context import RunContext
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,15 +166,16 @@ def test_a_stopped_bench_tears_its_run_down_and_gives_the_lease_back(tmp_path, m
     run started stop, the environment's lease is released, the results stay."""
     import time
 
-    from brokerbench import lease, pipeline
+    from brokerbench import lease
     from brokerbench.environments.processes import MARKER_BROKER, MARKER_STATE
+    from brokerbench.pipeline import environment_lease, setup
 
     monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("BROKERBENCH_LOCK_DIR", str(tmp_path / "locks"))
     conf = {"brokers": ["rabbitmq"], "variants": ["fsync-off"], "results_root": str(tmp_path / "results")}
     ctx = RunContext(dag_id="brokerbench_smoke", run_id="manual__1", suite="smoke", params=conf)
-    pipeline.validate(ctx)
-    assert pipeline.acquire_environment(ctx) is None
+    setup.validate(ctx)
+    assert environment_lease.acquire_environment(ctx) is None
     state = ctx.environment().state_dir
     state.mkdir(parents=True)
     procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
@@ -185,7 +186,7 @@ def test_a_stopped_bench_tears_its_run_down_and_gives_the_lease_back(tmp_path, m
         said = cli.stop_run("smoke", "brokerbench_smoke", "manual__1", conf)
         assert "1 worker(s) stopped" in said and "lease released" in said and str(ctx.run_dir) in said
         assert all(p.wait(timeout=30) is not None for p in procs)
-        assert lease.holders(pipeline.lease_scope(ctx)[0]) == {}
+        assert lease.holders(environment_lease.lease_scope(ctx)[0]) == {}
         assert ctx.plan_path.exists()  # what was there is kept
     finally:
         for p in procs:

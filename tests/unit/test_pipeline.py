@@ -2,7 +2,9 @@
 
 import json
 
-from brokerbench.pipeline import RunContext, completed_ok, keep_best_attempt, safe_name
+from brokerbench.pipeline.benchmark import completed_ok, keep_best_attempt
+from brokerbench.pipeline.context import RunContext
+from brokerbench.util import safe_name
 
 
 def write(path, intervals, end_status=None):
@@ -51,7 +53,7 @@ def test_run_paths_are_safe_for_hadoop_and_s3(tmp_path):
 def test_topic_and_subscription_names_are_unique_per_run(tmp_path):
     from types import SimpleNamespace
 
-    from brokerbench.pipeline import _names
+    from brokerbench.pipeline.benchmark import _names
 
     item = SimpleNamespace(variant="fsync-on", base_workload_id="1-topic-1-partition-100b",
                            workload=SimpleNamespace(id="1-topic-1-partition-100b", topics=2,

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 import brokerbench
-from brokerbench.report import build_report, render_text_summary
 from brokerbench.report.data import column_unit
-from brokerbench.report.html import format_value
+from brokerbench.report.html import build_report, format_value, render_text_summary
 
 NASTY = "<script>alert('x')</script> & \"quoted\""
 

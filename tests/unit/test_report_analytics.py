@@ -13,14 +13,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import history_row, write_history_rows  # noqa: E402
 
-from brokerbench import pipeline  # noqa: E402
 from brokerbench.history import read_history  # noqa: E402
-from brokerbench.report import build_report, render_text_summary  # noqa: E402
+from brokerbench.pipeline import analysis, context, setup  # noqa: E402
 from brokerbench.report.compare import build_comparison, side_by_side, version_rows  # noqa: E402
+from brokerbench.report.html import build_report, render_text_summary  # noqa: E402
 
 
-def ctx_for(results: Path, day: int, **params) -> pipeline.RunContext:
-    return pipeline.RunContext(dag_id="brokerbench_nightly", run_id=f"scheduled__2026-11-{day:02d}",
+def ctx_for(results: Path, day: int, **params) -> context.RunContext:
+    return context.RunContext(dag_id="brokerbench_nightly", run_id=f"scheduled__2026-11-{day:02d}",
                                suite="nightly-latency", params={"results_root": str(results), **params})
 
 
@@ -37,7 +37,7 @@ def results(tmp_path):
 
 def test_verdicts_step_writes_json_csv_and_gate_fails_scheduled_runs(results):
     ctx = ctx_for(results, 8)
-    counts = pipeline.verdicts(ctx)
+    counts = analysis.verdicts(ctx)
     doc = json.loads((ctx.run_dir / "summary" / "regression.json").read_text())
     by = {(v["broker"], v["metric"]): v for v in doc["verdicts"]}
     assert by[("kafka", "publish_latency_p99_ms")]["verdict"] == "regressed"
@@ -47,20 +47,20 @@ def test_verdicts_step_writes_json_csv_and_gate_fails_scheduled_runs(results):
     assert by[("rabbitmq", "publish_latency_p99_ms")]["verdict"] == "insufficient history"
     assert counts["regressed"] >= 1
     assert (ctx.run_dir / "summary" / "regression.csv").read_text().startswith("workload,broker,variant")
-    with pytest.raises(pipeline.RegressionFound, match="publish_latency_p99_ms"):
-        pipeline.regression_gate(ctx, "scheduled")
+    with pytest.raises(analysis.RegressionFound, match="publish_latency_p99_ms"):
+        analysis.regression_gate(ctx, "scheduled")
     # manual and backfill runs are reported, not gated, unless asked to
-    assert pipeline.regression_gate(ctx, "manual")["gated"] is False
-    assert pipeline.regression_gate(ctx, "backfill")["regressed"] >= 1
-    with pytest.raises(pipeline.RegressionFound):
-        pipeline.regression_gate(ctx_for(results, 8, regression_gate="always"), "manual")
-    assert pipeline.regression_gate(ctx_for(results, 8, regression_gate="never"), "scheduled")["gated"] is False
+    assert analysis.regression_gate(ctx, "manual")["gated"] is False
+    assert analysis.regression_gate(ctx, "backfill")["regressed"] >= 1
+    with pytest.raises(analysis.RegressionFound):
+        analysis.regression_gate(ctx_for(results, 8, regression_gate="always"), "manual")
+    assert analysis.regression_gate(ctx_for(results, 8, regression_gate="never"), "scheduled")["gated"] is False
 
 
 def test_a_run_where_nothing_was_judged_does_not_read_no_regression(tmp_path, caplog):
     import logging
 
-    ctx = pipeline.RunContext(dag_id="brokerbench_smoke", run_id="manual__n", suite="smoke",
+    ctx = context.RunContext(dag_id="brokerbench_smoke", run_id="manual__n", suite="smoke",
                               params={"results_root": str(tmp_path)})
     (ctx.run_dir / "summary").mkdir(parents=True)
     verdicts = [{"workload": "w", "broker": b, "variant": "fsync-off", "metric": "(all metrics)",
@@ -68,7 +68,7 @@ def test_a_run_where_nothing_was_judged_does_not_read_no_regression(tmp_path, ca
                 for b in ("kafka", "pulsar")]
     (ctx.run_dir / "summary" / "regression.json").write_text(json.dumps({"verdicts": verdicts}))
     with caplog.at_level(logging.INFO, logger="brokerbench"):
-        out = pipeline.regression_gate(ctx, "manual")
+        out = analysis.regression_gate(ctx, "manual")
     assert (out["regressed"], out["judged"]) == (0, 0)
     said = [r.getMessage() for r in caplog.records if r.name == "brokerbench"]
     assert any(m.startswith("nothing judged: none of the 2 verdict(s)") and "not judged: invalid" in m for m in said)
@@ -76,23 +76,23 @@ def test_a_run_where_nothing_was_judged_does_not_read_no_regression(tmp_path, ca
 
 
 def test_min_runs_param_and_missing_run(results):
-    pipeline.verdicts(ctx_for(results, 8, regression_min_runs=1))
+    analysis.verdicts(ctx_for(results, 8, regression_min_runs=1))
     doc = json.loads((ctx_for(results, 8).run_dir / "summary" / "regression.json").read_text())
     rabbit = [v for v in doc["verdicts"] if v["broker"] == "rabbitmq"]
     assert doc["rule"]["min_runs"] == 1
     assert {v["verdict"] for v in rabbit} <= {"unchanged", "improved", "regressed"}
     with pytest.raises(RuntimeError, match="did not append"):
-        pipeline.verdicts(ctx_for(results, 20))
+        analysis.verdicts(ctx_for(results, 20))
 
 
 def test_validate_accepts_analysis_params(tmp_path):
     # the plan's params model forbids unknown keys: the analysis params must not reach it
-    ctx = pipeline.RunContext(dag_id="brokerbench_smoke", run_id="manual__x", suite="smoke",
+    ctx = context.RunContext(dag_id="brokerbench_smoke", run_id="manual__x", suite="smoke",
                               params={"results_root": str(tmp_path), "regression_min_runs": 2,
                                       "regression_gate": "never",
                                       # validate resolves Apache versions; a unit test stays off the network
                                       "broker_implementations": {"kafka": "tansu", "pulsar": "pulsar-lite"}})
-    assert pipeline.validate(ctx)["items"] >= 1
+    assert setup.validate(ctx)["items"] >= 1
     assert "regression_gate" not in json.loads(ctx.plan_path.read_text())["params"]
 
 
@@ -100,7 +100,7 @@ def run_with_verdicts(results):
     """The 8th run of the history with its verdicts and its summary.csv (its history rows), as the report
     step finds them."""
     ctx = ctx_for(results, 8)
-    pipeline.verdicts(ctx)
+    analysis.verdicts(ctx)
     summary = ctx.run_dir / "summary"
     rows = [r for r in read_history(results / "history") if r["run_key"].endswith("2026-11-08")]
     cols = list(rows[0])
@@ -136,7 +136,7 @@ def test_report_shows_regression_table_quantile_curves_and_trends(results):
 
 def test_report_first_screen_regressions_first_insufficient_one_line_provenance_folded(results):
     ctx = ctx_for(results, 8)
-    pipeline.verdicts(ctx)
+    analysis.verdicts(ctx)
     rows = [r for r in read_history(results / "history") if r["run_key"].endswith("2026-11-08")]
     cols = list(rows[0])
     (ctx.run_dir / "summary" / "summary.csv").write_text(",".join(cols) + "\n" + "\n".join(

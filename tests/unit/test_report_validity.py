@@ -8,8 +8,8 @@ from pathlib import Path
 
 from brokerbench.history import read_history
 from brokerbench.regression import Rule, verdicts_for_run
-from brokerbench.report import build_report, render_text_summary
 from brokerbench.report.compare import build_comparison
+from brokerbench.report.html import build_report, render_text_summary
 from brokerbench.report.verdict_table import write_verdicts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -12,8 +12,8 @@ import json
 import pytest
 from fixtures_results import history_row, write_history_rows
 
-from brokerbench import pipeline
-from brokerbench.pipeline import RunContext
+from brokerbench.pipeline import analysis, benchmark, setup
+from brokerbench.pipeline.context import RunContext
 from tests.aws_fixtures import moto_server, s3_client  # noqa: F401 - a fixture
 
 BUCKET = "bench-results"
@@ -54,7 +54,7 @@ def test_a_task_pulls_what_it_reads_and_pushes_what_it_writes(s3, tmp_path, monk
     _worker(tmp_path, monkeypatch, "w1")
     ctx = _ctx()
     with ctx.synced():
-        pipeline.validate(ctx)
+        setup.validate(ctx)
         raw = ctx.run_dir / "raw" / "w" / "d" / "fsync-off" / "measure"
         raw.mkdir(parents=True)
         (raw / "localhost-0.jsonl").write_text('{"record":"end","status":"ok"}\n')
@@ -75,8 +75,8 @@ def test_a_task_pulls_what_it_reads_and_pushes_what_it_writes(s3, tmp_path, monk
     with ctx2.synced(history=True) as sync:
         assert ctx2.plan_path.exists()  # small files of the run come along
         assert not (ctx2.run_dir / "raw").exists()  # the bulky ones do not
-        assert pipeline.has_measurements(ctx2, sync)  # ... but the store's listing shows the measured phase
-        assert not pipeline.has_measurements(ctx2)
+        assert analysis.has_measurements(ctx2, sync)  # ... but the store's listing shows the measured phase
+        assert not analysis.has_measurements(ctx2)
         assert not (ctx2.run_dir / "hostmetrics").exists()
         hist = ctx2.local_results_root / "history"
         assert {p.name for p in hist.iterdir()} == {"broker=kafka", "broker=rabbitmq"}  # not pulsar's
@@ -89,7 +89,7 @@ def test_a_task_pulls_what_it_reads_and_pushes_what_it_writes(s3, tmp_path, monk
     _worker(tmp_path, monkeypatch, "w3")
     ctx3 = _ctx()
     with ctx3.synced(raw=lambda c: ["raw/w/d/fsync-off"]):
-        assert pipeline.completed_ok(ctx3.run_dir / "raw/w/d/fsync-off/measure/localhost-0.jsonl")
+        assert benchmark.completed_ok(ctx3.run_dir / "raw/w/d/fsync-off/measure/localhost-0.jsonl")
         assert not (ctx3.run_dir / "hostmetrics").exists()
 
 
@@ -110,7 +110,7 @@ def test_publish_history_uploads_the_run_and_drops_its_stale_keys_only(s3, tmp_p
     (out / new).write_bytes(b"new")
     (out / "_manifests").mkdir()
     (out / "_manifests" / f"{key}.json").write_text(json.dumps({"run_key": key, "files": [new]}))
-    done = pipeline.publish_history(ctx, S3Sync(ROOT), out)
+    done = analysis.publish_history(ctx, S3Sync(ROOT), out)
     assert done == {"uploaded": 1, "removed": 1}
     assert {k for k in _keys(s3, "team/history/")} == {f"team/{other}", f"team/history/{new}"}
 
@@ -121,6 +121,6 @@ def test_compare_reads_and_writes_an_s3_results_root(s3, tmp_path, monkeypatch):
     write_history_rows(tmp_path / "hist", rows)
     for f in (tmp_path / "hist").rglob("*.parquet"):
         s3.upload_file(str(f), BUCKET, "team/history/" + f.relative_to(tmp_path / "hist").as_posix())
-    path = pipeline.compare(ROOT, "manual__c1")
+    path = analysis.compare(ROOT, "manual__c1")
     assert "3.9.0" in open(path).read()
     assert {"team/comparisons/manual__c1/comparison.html", "team/comparisons/latest.html"} <= _keys(s3)

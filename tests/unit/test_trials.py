@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from brokerbench import pipeline
 from brokerbench.metrics import Judgement
+from brokerbench.pipeline import benchmark, context, environment_lease
 from brokerbench.regression import ALL_METRICS, verdicts_for_run
-from brokerbench.report import build_report, render_text_summary
+from brokerbench.report.html import build_report, render_text_summary
 from brokerbench.spec import SpecError, build_plan, load_suite
 from brokerbench.spec.suite import Suite
 from brokerbench.trials import combine, spread_columns, trials_of
@@ -126,18 +126,18 @@ class FakeEnv:
 
 
 def test_the_measured_phase_runs_the_trials_back_to_back_after_one_warm_up(tmp_path, monkeypatch):
-    ctx = pipeline.RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
+    ctx = context.RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
     plan = build_plan(load_suite("smoke"), {"trials": 3, "brokers": ["rabbitmq"], "variants": ["fsync-off"],
                                             "results_root": str(tmp_path)})
     ctx.plan_path.parent.mkdir(parents=True, exist_ok=True)
     ctx.plan_path.write_text(plan.to_json())
     env = FakeEnv()
     monkeypatch.setattr(ctx, "environment", lambda: env)
-    monkeypatch.setattr(pipeline, "_endpoint", lambda *a: {"broker": "rabbitmq", "bootstrap": "x"})
-    monkeypatch.setattr(pipeline, "hold_environment", lambda ctx: None)
-    monkeypatch.setattr(pipeline, "worker_processes", lambda ctx: 1)
-    pipeline.run_phase(ctx, "rabbitmq", "fsync-off", "warmup")
-    pipeline.run_phase(ctx, "rabbitmq", "fsync-off", "measure")
+    monkeypatch.setattr(benchmark, "_endpoint", lambda *a: {"broker": "rabbitmq", "bootstrap": "x"})
+    monkeypatch.setattr(environment_lease, "hold_environment", lambda ctx: None)
+    monkeypatch.setattr(benchmark, "worker_processes", lambda ctx: 1)
+    benchmark.run_phase(ctx, "rabbitmq", "fsync-off", "warmup")
+    benchmark.run_phase(ctx, "rabbitmq", "fsync-off", "measure")
     phases = [(p, w) for p, w, _, _ in env.jobs]
     assert phases == [("warmup", f"{SMOKE_ID}.trial1")] + [("measure", f"{SMOKE_ID}.trial{k}") for k in (1, 2, 3)]
     # every trial measures on the warmed-up topics and subscriptions of the first
@@ -147,10 +147,10 @@ def test_the_measured_phase_runs_the_trials_back_to_back_after_one_warm_up(tmp_p
                 / "localhost-0.jsonl").exists()
     minutes = plan.items[0].workload.test_duration_minutes
     warm = plan.items[0].workload.warmup_duration_minutes
-    assert pipeline.phase_timeout_s(ctx, "rabbitmq", "fsync-off", "measure") == pytest.approx(
-        3 * (minutes * 60 + pipeline.WORKER_GRACE_S) + 300)
-    assert pipeline.phase_timeout_s(ctx, "rabbitmq", "fsync-off", "warmup") == pytest.approx(
-        warm * 60 + pipeline.WORKER_GRACE_S + 300)
+    assert benchmark.phase_timeout_s(ctx, "rabbitmq", "fsync-off", "measure") == pytest.approx(
+        3 * (minutes * 60 + benchmark.WORKER_GRACE_S) + 300)
+    assert benchmark.phase_timeout_s(ctx, "rabbitmq", "fsync-off", "warmup") == pytest.approx(
+        warm * 60 + benchmark.WORKER_GRACE_S + 300)
 
 
 # -- the combination ----------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The run report: a self-contained HTML file and a plain-text summary for task logs."""
+"""The run report and its parts: ``html`` (the report page and the plain-text summary for task logs), ``charts``
+(matplotlib), ``data`` (a run's files read for the report), ``verdict_table`` (regression.json/csv),
+``compare`` (the comparison page across runs), ``templating`` (Jinja2).
 
-from .html import build_report, render_text_summary
-
-__all__ = ["build_report", "render_text_summary"]
+Nothing is imported here, so ``verdict_table`` loads without matplotlib."""

@@ -1,7 +1,7 @@
 """The job a worker runs: one typed contract shared by the pipeline (which writes it) and the worker.
 
 A job travels as JSON (a file on the client host). :class:`Job` is its schema:
-the pipeline builds every job through it (``pipeline._job``), the worker
+the pipeline builds every job through it (``brokerbench.pipeline.benchmark._job``), the worker
 validates the job file against it before it connects to anything, so a bad
 job fails at once naming its fields. The worker still reads the job as the
 dict it was given (unset optional fields keep their documented defaults in

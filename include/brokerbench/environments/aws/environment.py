@@ -573,7 +573,7 @@ class AwsEnvironment(Environment):
         return out
 
 
-#: aws settings that are also run params (``pipeline.ENVIRONMENT_PARAMS``): errors name them ``params.<key>``
+#: aws settings that are also run params (``brokerbench.spec.params.ENVIRONMENT_PARAMS``): errors name them ``params.<key>``
 PARAM_SETTINGS = ("broker_versions", "instance_types", "instance_counts", "cost_cap_usd", "tuning_profile")
 #: at most this many instances per role (a typo such as 30 instead of 3 is refused, not billed)
 MAX_INSTANCES_PER_ROLE = 30

@@ -1,0 +1,164 @@
+"""The analysis task group: the report, the history of runs, the regression verdicts and their gate, and the
+comparison report across runs."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from brokerbench import history
+from brokerbench.history import history_run_key
+from brokerbench.metrics import JUDGED, Judgement
+from brokerbench.pipeline.context import RunContext, log
+from brokerbench.regression import Rule, counts, verdicts_for_run
+from brokerbench.report import verdict_table
+from brokerbench.storage import is_s3, staging_root, synced
+from brokerbench.trials import combine
+
+# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
+from brokerbench.util import safe_name
+
+
+class RegressionFound(Exception):
+    """A gated run has at least one regressed metric."""
+
+
+# -- analysis and teardown ------------------------------------------------------
+
+#: result files of a measured phase (a throughput sweep's measured phase is written to "sweep"), under raw/
+MEASURED_FILES = ("*/*/*/measure/*.jsonl", "*/*/*/sweep/*.jsonl")
+
+
+def has_measurements(ctx: RunContext, sync=None) -> bool:
+    """Whether the run has a measured phase's result file: in the results store's listing when ``sync`` (an
+    S3Sync) is given, else in the run directory."""
+    if sync is not None:
+        prefix = f"runs/{ctx.run_key}/raw/"
+        return any(fnmatch.fnmatch(k[len(prefix):], pat) for k in sync.listing(prefix) for pat in MEASURED_FILES)
+    return any(next((ctx.run_dir / "raw").glob(pat), None) for pat in MEASURED_FILES)
+
+
+def report(ctx: RunContext) -> str:
+    # the report draws with matplotlib: loaded in the report task, not where DAG files are parsed
+    from brokerbench.report.html import build_report, render_text_summary
+
+    path = build_report(ctx.run_dir, history_root=run_history_root(ctx))
+    log.info("\n%s", render_text_summary(ctx.run_dir))
+    log.info("report: %s", path)
+    return str(path)
+
+
+def history_uri(ctx: RunContext) -> str:
+    """The history store's URI: ``s3://.../history`` or the local history directory."""
+    return f"{ctx.results_root.rstrip('/')}/history" if is_s3(ctx.results_root) else run_history_root(ctx)
+
+
+def publish_history(ctx: RunContext, sync, out: Path) -> dict[str, int]:
+    """After the history job wrote this run's rows into ``out`` (a local directory; the job's manifest
+    ``_manifests/<run key>.json`` lists the files): upload exactly those files under ``history/`` and delete
+    the run's keys the job did not write again (a re-run whose partition values changed), so the store never
+    holds a run twice. Other runs' keys are never touched."""
+    key = history_run_key(ctx.dag_id, ctx.run_id)
+    manifest_path = out / "_manifests" / f"{key}.json"
+    if not manifest_path.exists():
+        raise RuntimeError(f"the history job wrote no manifest {manifest_path}: nothing to publish")
+    files = [str(f).lstrip("/") for f in json.loads(manifest_path.read_text())["files"]]
+    for rel in files:
+        sync.client.upload_file(str(out / rel), sync.bucket, sync.key(f"history/{rel}"))
+    mine = f"/run_key={key}/"
+    stale = [rel for rel in sync.listing("history/")
+             if mine in f"/{rel}" and rel.removeprefix("history/") not in set(files)]
+    if stale:
+        sync.delete(stale)
+    log.info("history: %d file(s) of run %s uploaded to %s/history, %d stale key(s) of the run removed",
+             len(files), key, ctx.results_root.rstrip("/"), len(stale))
+    return {"uploaded": len(files), "removed": len(stale)}
+
+
+def run_history_root(ctx: RunContext) -> str:
+    """The history store this run reads and appends to: the local one, or the staging copy of an s3:// one."""
+    return history.history_root(ctx.local_results_root)
+
+
+def record_run_meta(ctx: RunContext, run_type: str | None, run_ts: str) -> dict[str, Any]:
+    """summary/run_meta.json: the run's identity for the history job."""
+    plan = ctx.plan() if ctx.plan_path.exists() else None
+    meta = history.run_meta(ctx.dag_id, ctx.run_id, run_type, run_ts,
+                    plan.environment if plan else ctx.environment_name(), ctx.suite, ctx.params)
+    history.write_run_meta(ctx.run_dir, meta)
+    return meta
+
+
+def verdicts(ctx: RunContext) -> dict[str, Any]:
+    """Regression verdicts of this run against its tracks' history: summary/regression.{json,csv}."""
+    key = history_run_key(ctx.dag_id, ctx.run_id)
+    rule = Rule(min_runs=int(ctx.params.get("regression_min_runs") or Rule.min_runs))
+    # a run's trials are one value per metric and track, in this run and in every earlier one
+    rows = combine(history.read_history(run_history_root(ctx)))
+    current = [r for r in rows if r.get("run_key") == key]
+    if not current:
+        raise RuntimeError(f"no rows of run {key} in the history at {run_history_root(ctx)}: the history step "
+                           f"did not append this run")
+    result = verdicts_for_run(current, rows, rule)
+    verdict_table.write_verdicts(ctx.run_dir, result, rule, key)
+    log.info("regression verdicts (%s):\n%s", ", ".join(f"{k}: {v}" for k, v in sorted(counts(result).items())),
+             verdict_table.text_table(result))
+    return counts(result)
+
+
+def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
+    """Fails (RegressionFound) when a metric regressed and this run is gated.
+
+    Param ``regression_gate``: ``auto`` (default) gates scheduled runs only,
+    ``always`` gates every run, ``never`` none. Returns what it checked.
+    """
+    mode = ctx.params.get("regression_gate") or "auto"
+    data = verdict_table.read_verdicts(ctx.run_dir)
+    if data is None:
+        raise RuntimeError(f"{ctx.run_dir / 'summary' / 'regression.json'} is missing: no verdicts to check")
+    verdicts = data.get("verdicts", [])
+    regressed = [v for v in verdicts if v.get("verdict") == Judgement.REGRESSED]
+    gated = mode == "always" or (mode == "auto" and run_type == "scheduled")
+    lines = [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}" for v in regressed]
+    if regressed and gated:
+        raise RegressionFound(f"{len(regressed)} metric(s) regressed:\n" + "\n".join(lines))
+    judged = [v for v in verdicts if v.get("verdict") in JUDGED]
+    if regressed:
+        log.warning("%d metric(s) regressed; not gating (regression_gate=%s, run type %s):\n%s",
+                    len(regressed), mode, run_type, "\n".join(lines))
+    elif not judged:
+        # "no regression" would be misread: nothing was compared (invalid rows, too little history, no data)
+        log.warning("nothing judged: none of the %d verdict(s) compared a valid figure with a baseline "
+                    "(%s); this run says nothing about regressions", len(verdicts),
+                    ", ".join(sorted({str(v.get("verdict")).split(" (")[0] for v in verdicts})) or "no verdicts")
+    else:
+        log.info("no regression: %d metric(s) judged, %d not judged", len(judged), len(verdicts) - len(judged))
+    return {"regressed": len(regressed), "judged": len(judged), "gated": gated, "mode": mode, "run_type": run_type}
+
+
+def compare(results_root: str, out_name: str, environment: str | None = None,
+            brokers: list[str] | None = None) -> str:
+    """The comparison report of the whole history: <results_root>/comparisons/<out_name>/comparison.html.
+
+    Also copied to <results_root>/comparisons/latest.html. An ``s3://`` results root is read through its
+    staging copy: the history is pulled (all of it: the comparison is of the whole history), the report is
+    written there and pushed back.
+    """
+    # the comparison draws with matplotlib: loaded in the compare task only
+    from brokerbench.report.compare import build_comparison, text_summary
+
+    local = staging_root(results_root)
+    with synced(results_root, ["history/"], push=["comparisons/"]):
+        out_dir = local / "comparisons" / safe_name(out_name)
+        path = build_comparison(history.history_root(local), out_dir, environment or None, brokers or None)
+        shutil.copyfile(path, local / "comparisons" / "latest.html")
+        rows = [r for r in history.read_history(history.history_root(local)) if r.get("status") == "ok"
+                and (not environment or r.get("environment") == environment)
+                and (not brokers or r.get("broker") in brokers)]
+    log.info("comparison (latest run per broker) of %d ok history rows read from %s:\n%s", len(rows),
+             f"{results_root.rstrip('/')}/history", text_summary(rows))
+    log.info("comparison report: %s", path)
+    return str(path)

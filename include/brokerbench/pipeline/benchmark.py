@@ -1,0 +1,260 @@
+"""The benchmark task group, per broker x variant: deploy the broker, prepare the topics, run the warm-up and
+measured phases on the environment's workers, undeploy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from brokerbench.environments.base import BrokerEndpoint
+from brokerbench.pipeline import environment_lease
+from brokerbench.pipeline.context import NotSelected, RunContext, log
+
+# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
+from brokerbench.util import safe_name
+from brokerbench.worker.job import Job
+from brokerbench.worker.runner import prepare_job, workload_kind
+from brokerbench.worker.scaleout import split_job
+
+# -- per broker x variant ---------------------------------------------------
+
+
+def _items(ctx: RunContext, broker: str, variant: str):
+    items = [i for i in ctx.plan().items if i.broker == broker and i.variant == variant]
+    if not items:
+        raise NotSelected(f"{broker} / {variant} is not selected for this run")
+    return items
+
+
+def _provenance_path(broker: str, variant: str) -> str:
+    return f"provenance/{broker}__{variant}.json"
+
+
+def deploy(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
+    items = _items(ctx, broker, variant)
+    environment_lease.hold_environment(ctx)
+    first = items[0]
+    endpoint = ctx.environment().deploy(broker, first.broker_settings, variant, first.driver_overrides)
+    record = {**endpoint.to_dict(), "variant_description": first.variant_description,
+              "drivers": {i.driver.name: i.driver.to_omb_dict() for i in items}}
+    ctx.write_json(_provenance_path(broker, variant), record)
+    d = endpoint.durability or {}
+    log.info("%s deployed: %s %s; durability %s: %s", broker, endpoint.implementation, endpoint.version,
+             variant, "honoured" if d.get("honoured") else f"NOT honoured: {d.get('note')}")
+    return endpoint.to_dict()
+
+
+def _endpoint(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
+    d = ctx.read_json(_provenance_path(broker, variant))
+    return BrokerEndpoint.from_dict(d).to_dict()
+
+
+def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
+    """Topic and subscription names, unique per run (OMB uses random names); the trials of a workload share
+    them (the first trial's warm-up prepared them)."""
+    tag = hashlib.sha1(ctx.run_key.encode()).hexdigest()[:8]
+    base = safe_name(f"bb-{tag}-{item.base_workload_id}-{item.variant}")
+    topics = [f"{base}-{t}" for t in range(item.workload.topics)]
+    # the tag too: a Kafka consumer group named "sub-0" would otherwise be shared
+    # with every earlier run on the same broker
+    subs = [f"sub-{tag}-{s}" for s in range(item.workload.subscriptions_per_topic)]
+    return topics, subs
+
+
+def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, interval_s: float,
+         worker: str) -> dict[str, Any]:
+    topics, subs = _names(ctx, item)
+    w = item.workload
+    workload = w.to_omb_dict()
+    if getattr(w, "payload_path", None):
+        workload["payloadFile"] = str(w.payload_path)  # the worker may run in another directory
+    return Job(**{
+        "worker": worker, "phase": phase, "workload_id": w.id, "broker": item.broker,
+        "variant": item.variant, "workload": workload, "driver": item.driver.to_omb_dict(),
+        "endpoint": endpoint, "topics": topics, "subscriptions": subs,
+        "duration_s": duration_s, "interval_s": interval_s, "rate_msg_s": w.producer_rate,
+        "producers_per_topic": w.producers_per_topic,
+        "consumers_per_subscription": w.consumer_per_subscription,
+        "consumers_in_subscription": w.consumer_per_subscription,
+        "kind": _kind(workload),
+        "sweep_rates_msg_s": w.sweep_rates_msg_s,
+        "clock_offset_ms": _clock_offset_ms(ctx),
+    }).to_dict()
+
+
+def _clock_offset_ms(ctx: RunContext) -> float | None:
+    """The largest clock offset of any host (host setup's record), for validity flags."""
+    try:
+        hosts = ctx.read_json("provenance/hosts.json").get("hosts", [])
+    except (OSError, ValueError):
+        return None
+    offsets = [abs(float(h["time_sync"]["clock_offset_ms"])) for h in hosts
+               if (h.get("time_sync") or {}).get("clock_offset_ms") is not None]
+    return max(offsets) if offsets else None
+
+
+def _kind(workload: dict[str, Any]) -> str:
+    return workload_kind(workload)
+
+
+def worker_processes(ctx: RunContext) -> int:
+    """Worker processes per client host: ``BROKERBENCH_WORKER_PROCESSES``, else the plan's
+    environment setting ``worker_processes``, else 1 (see docs/worker.md, scale-out)."""
+    value = os.environ.get("BROKERBENCH_WORKER_PROCESSES") or \
+        (getattr(ctx.plan(), "environment_settings", {}) or {}).get("worker_processes") or 1
+    return max(1, int(value))
+
+
+def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
+    endpoint = _endpoint(ctx, broker, variant)
+    environment_lease.hold_environment(ctx)
+    created = []
+    for item in _items(ctx, broker, variant):
+        if not item.warms_up:
+            continue  # a later trial: the first trial's topics
+        job = _job(ctx, item, endpoint, "prepare", 0, 1, "prepare")
+        prepare_job(job)
+        created += job["topics"]
+        log.info("%s: created %s with %d partitions and subscriptions %s", broker, ", ".join(job["topics"]),
+                 item.workload.partitions_per_topic, ", ".join(job["subscriptions"]))
+    return created
+
+
+def raw_prefixes(ctx: RunContext, broker: str, variant: str) -> list[str]:
+    """The result directories (relative to the run dir) of broker x variant's workloads: what a retried phase
+    reads to skip measurements already complete."""
+    try:
+        items = _items(ctx, broker, variant)
+    except (NotSelected, FileNotFoundError):
+        return []
+    return sorted({f"raw/{safe_name(i.workload.id)}/{safe_name(i.driver.name)}/{safe_name(i.variant)}"
+                   for i in items})
+
+
+def result_path(ctx: RunContext, item, phase: str, worker: str) -> Path:
+    return (ctx.run_dir / "raw" / safe_name(item.workload.id) / safe_name(item.driver.name)
+            / safe_name(item.variant) / phase / f"{safe_name(worker)}.jsonl")
+
+
+def completed_ok(path: Path) -> bool:
+    """True when a result file ends with an ``end`` record of status ok."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            last = f.read().decode(errors="replace").strip().splitlines()[-1]
+        rec = json.loads(last)
+        return rec.get("record") == "end" and rec.get("status") == "ok"
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+def _interval_count(path: Path) -> int:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return sum(1 for line in f if line.startswith('{"record":"interval"'))
+    except OSError:
+        return 0
+
+
+def keep_best_attempt(final: Path, attempt: Path) -> Path:
+    """Decide which of two attempts' result files is the phase's result.
+
+    The new attempt replaces the earlier file when it completed, or when it
+    measured more intervals; the other file is kept beside it under a name
+    the aggregation does not read (``*.jsonl.superseded-<time>``). Results
+    already measured are never lost to a retry that fails sooner.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    if not final.exists() or completed_ok(attempt) or _interval_count(attempt) > _interval_count(final):
+        if final.exists():
+            final.replace(final.with_name(f"{final.name}.superseded-{stamp}"))
+        attempt.replace(final)
+    elif attempt.exists():
+        attempt.replace(final.with_name(f"{final.name}.superseded-{stamp}"))
+        log.warning("%s: this attempt measured less than the earlier one; the earlier result is kept", final)
+    return final
+
+
+def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[dict[str, Any]]:
+    """Run the warm-up or the measured phase of every workload of broker x variant.
+
+    With trials (plan ``trials`` > 1) the measured phase runs each workload's
+    trials back to back, each into its own result files; only the first trial
+    has a warm-up. A retried task skips workloads whose result is already complete. A
+    failing workload does not stop the others; the task fails at the end,
+    naming every failure, with all result files kept.
+    """
+    plan = ctx.plan()
+    endpoint = _endpoint(ctx, broker, variant)
+    environment_lease.hold_environment(ctx)
+    env = ctx.environment()
+    # a killed earlier try of this task may have left its workers sending: never measure beside them
+    for w in env.stop_workers():
+        log.warning("stopped a leftover worker of an earlier try: %s", w)
+    env.health(broker)  # a broker that died fails here, by name, before any load
+    outcomes, failures = [], []
+    for item in _items(ctx, broker, variant):
+        if phase == "warmup" and not item.warms_up:
+            continue  # trial 2..N: measured right after the trial before it, on the same warm topics
+        minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
+        if not minutes:
+            log.info("%s: no %s configured", item.key, phase)
+            continue
+        job = _job(ctx, item, endpoint, phase, minutes * 60.0, plan.interval_seconds, "localhost-0")
+        # a throughput sweep's measured phase is written to phase directory "sweep"
+        phase_dir = "sweep" if phase == "measure" and job["kind"] == "throughput-sweep" else phase
+        jobs = [dict(j, phase=phase_dir) for j in split_job(job, worker_processes(ctx))]
+        outs = [result_path(ctx, item, phase_dir, j["worker"]) for j in jobs]
+        out = outs[0]
+        if phase == "measure" and all(completed_ok(o) for o in outs):
+            log.info("%s: measured phase already complete in %s, not repeated", item.key, out.parent)
+            continue
+        attempts = [o.with_name(o.name + ".attempt") for o in outs]
+        log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job["kind"],
+                 minutes * 60, job["rate_msg_s"], len(jobs))
+        label = safe_name(f"{item.workload.id}__{item.driver.name}__{item.variant}__{phase}")
+        phase_rec = env.before_phase(phase, label)
+        try:
+            res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + WORKER_GRACE_S)
+        finally:
+            if phase_rec is not None:
+                # host metrics of the phase, stored with the results (hostmetrics/<same path>/<host>.jsonl)
+                dest = ctx.run_dir / "hostmetrics" / Path(*out.relative_to(ctx.run_dir / "raw").parts[:-1])
+                phase_rec["hosts"] = env.after_phase(phase, label, str(dest))
+                ctx.write_json(f"provenance/phases/{label}.json", phase_rec)
+        for o, a in zip(outs, attempts):
+            keep_best_attempt(o, a)
+        for r, o in zip(res, outs):
+            r["path"] = str(o)
+        outcomes += res
+        failures += [f"{item.key}: {r['worker']}: {r.get('error') or 'exit ' + str(r['returncode'])}"
+                     for r in res if r.get("returncode") != 0]
+    if failures:
+        raise RuntimeError(f"{phase} on {broker} failed for {len(failures)} worker(s); results measured so far "
+                           f"are kept in {ctx.run_dir / 'raw'}:\n" + "\n".join(failures))
+    return outcomes
+
+
+#: the workers' own bound past a phase's duration (run_phase's timeout_s), s
+WORKER_GRACE_S = 180.0
+
+
+def phase_timeout_s(ctx: RunContext, broker: str, variant: str, phase: str) -> float:
+    """A phase task's execution_timeout: each workload's phase plus the workers' bound, plus 5 minutes."""
+    total = 0.0
+    for item in _items(ctx, broker, variant):
+        if phase == "warmup" and not item.warms_up:
+            continue
+        minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
+        if minutes:
+            total += minutes * 60.0 + WORKER_GRACE_S
+    return total + 300.0
+
+
+def undeploy(ctx: RunContext, broker: str) -> None:
+    ctx.environment().undeploy(broker)

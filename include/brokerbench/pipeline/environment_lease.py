@@ -1,0 +1,63 @@
+"""The run's hold on its environment (a lease in :mod:`brokerbench.lease`, kept in the results store):
+taken before provisioning, renewed before every step that loads the hosts, given back at the end."""
+
+from __future__ import annotations
+
+import os
+
+from brokerbench import lease
+from brokerbench.pipeline.context import RunContext
+
+# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
+
+# -- the environment's lease (brokerbench.lease) ---------------------------------
+
+
+def lease_scope(ctx: RunContext) -> tuple[str, int]:
+    """The run's lease scope and its number of slots (``local``: this machine, 1; ``aws``: the setting
+    ``max_concurrent_runs``, default 1)."""
+    env = ctx.environment_name()
+    if env == "local":
+        return lease.scope_for(env), 1
+    if env == "aws":
+        # the aws environment loads boto3 and paramiko: only for an aws run
+        from brokerbench.environments.aws.environment import merge_settings
+
+        settings, _ = merge_settings(ctx._env_settings())  # defaults < suite and params < site settings
+    else:
+        settings = ctx._env_settings()
+    return lease.scope_for(env), max(1, int(settings.get("max_concurrent_runs") or 1))
+
+
+def lease_ttl_s(ctx: RunContext) -> float:
+    """How long the lease lasts without renewal: the longest phase of the plan plus 30 minutes (every step
+    of the run renews it, so a crashed run frees the environment this long after its last step)."""
+    longest = max((max(i.workload.warmup_duration_minutes or 0, i.workload.test_duration_minutes or 0)
+                   for i in ctx.plan().items), default=0)
+    return longest * 60.0 + 1800.0
+
+
+def lease_store(ctx: RunContext):
+    """Where the run's lease lives: the results store (``<results root>/locks``), shared by every worker."""
+    return lease.store_for(ctx.results_root)
+
+
+def acquire_environment(ctx: RunContext):
+    """Take the environment's lease for this run: None when held, else :class:`brokerbench.lease.Busy`."""
+    scope, slots = lease_scope(ctx)
+    # `brokerbench bench` runs the whole DAG in one `airflow dags test` process: the lease goes with it
+    bound = os.getpid() if os.environ.get("BROKERBENCH_LEASE_BOUND_TO_PROCESS") else None
+    return lease.acquire(scope, ctx.run_key, slots=slots, ttl_s=lease_ttl_s(ctx),
+                         note=f"suite {ctx.suite}, results {ctx.results_uri}", bound_pid=bound,
+                         store=lease_store(ctx))
+
+
+def hold_environment(ctx: RunContext) -> None:
+    """Renew the run's lease before a step that loads the hosts; LeaseLost when the run does not hold it."""
+    scope, _ = lease_scope(ctx)
+    lease.renew(scope, ctx.run_key, lease_store(ctx))
+
+
+def release_environment(ctx: RunContext) -> bool:
+    scope, _ = lease_scope(ctx)
+    return lease.release(scope, ctx.run_key, lease_store(ctx))

@@ -1,0 +1,83 @@
+"""The setup task group: validate the plan, provision the hosts, set them up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brokerbench.pipeline import environment_lease
+from brokerbench.pipeline.context import RunContext, log
+from brokerbench.spec import SpecError, build_plan, load_suite
+
+# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
+from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
+
+# -- setup ------------------------------------------------------------------
+
+
+def validate(ctx: RunContext) -> dict[str, Any]:
+    """Load the suite, apply params, validate every file: write plan.json."""
+    bench_params = {k: v for k, v in ctx.params.items() if k not in ANALYSIS_PARAMS + ENVIRONMENT_PARAMS}
+    plan = build_plan(load_suite(ctx.suite), bench_params)
+    # environment params (aws: versions, instance types, cost cap) refine the suite's environmentSettings
+    for key in ENVIRONMENT_PARAMS:
+        value = ctx.params.get(key)
+        if value in (None, "", {}, []):
+            continue
+        if isinstance(value, dict) and isinstance(plan.environment_settings.get(key), dict):
+            value = {**plan.environment_settings[key], **value}
+        plan.environment_settings[key] = value
+    if plan.environment == "aws":
+        # profiles, counts, versions, types, cost cap: refused here, naming the setting, before any machine
+        # the aws environment loads boto3 and paramiko: only for an aws run
+        from brokerbench.environments.aws.environment import check_plan
+
+        check_plan(plan, ctx.params)
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    if plan.environment == "local":
+        # broker implementations and versions: resolved now (Maven Central, once per version), refused naming
+        # the setting; the jars' checksums go into the provenance
+        ctx.write_json("provenance/brokers.json", _check_local_brokers(plan, ctx.params))
+    ctx.plan_path.write_text(plan.to_json())
+    combos = sorted({(i.broker, i.variant) for i in plan.items})
+    log.info("plan: %d measurements (%s) on %s, results in %s", len(plan.items),
+             ", ".join(f"{b}/{v}" for b, v in combos), plan.environment, ctx.run_dir)
+    return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment}
+
+
+def _check_local_brokers(plan, params: dict[str, Any]) -> dict[str, Any]:
+    # the local environment: only for a local run
+    from brokerbench.environments.local import LocalSettingsError, check_brokers
+
+    brokers = list(dict.fromkeys(i.broker for i in plan.items))
+    try:
+        found = check_brokers(plan.environment_settings, brokers)
+    except LocalSettingsError as e:
+        key, _, broker = e.setting.partition(".")
+        given = params.get(key)
+        source = "params" if (isinstance(given, dict) and broker in given) or (given and not broker) else \
+            "environmentSettings"
+        raise SpecError(str(e), None, f"{source}.{e.setting}") from None
+    for broker, b in found.items():
+        log.info("%s: %s %s%s", broker, b["implementation"], b.get("version") or "",
+                 f" ({len(b['distribution'].get('jars', []))} jars in {b['distribution'].get('lib')})"
+                 if b.get("distribution") else "")
+    return found
+
+
+def provision(ctx: RunContext) -> dict[str, Any]:
+    environment_lease.hold_environment(ctx)
+    fleet = ctx.environment().provision()
+    ctx.write_json("provenance/fleet.json", fleet)
+    return fleet
+
+
+def setup_hosts(ctx: RunContext) -> dict[str, Any]:
+    environment_lease.hold_environment(ctx)
+    record = ctx.environment().setup_hosts()
+    ctx.write_json("provenance/hosts.json", record)
+    for h in record.get("hosts", []):
+        log.info("host %s: tuned %s, clock offset %s ms", h.get("name"),
+                 "applied" if h.get("tuned", {}).get("applied") else
+                 f"not applied ({h.get('tuned', {}).get('reason')})",
+                 h.get("time_sync", {}).get("clock_offset_ms"))
+    return record
