@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from brokerbench.environments.base import BrokerEndpoint
 from brokerbench.metrics import Judgement
 from brokerbench.pipeline import benchmark, context, environment_lease
 from brokerbench.regression import ALL_METRICS, verdicts_for_run
@@ -133,7 +134,8 @@ def test_the_measured_phase_runs_the_trials_back_to_back_after_one_warm_up(tmp_p
     ctx.plan_path.write_text(plan.to_json())
     env = FakeEnv()
     monkeypatch.setattr(ctx, "environment", lambda: env)
-    monkeypatch.setattr(benchmark, "_endpoint", lambda *a: {"broker": "rabbitmq", "bootstrap": "x"})
+    monkeypatch.setattr(benchmark, "_endpoint",
+                        lambda *a: BrokerEndpoint("rabbitmq", "rabbitmq", "3", amqp_uris=["amqp://x"]))
     monkeypatch.setattr(environment_lease, "hold_environment", lambda ctx: None)
     monkeypatch.setattr(benchmark, "worker_processes", lambda ctx: 1)
     benchmark.run_phase(ctx, "rabbitmq", "fsync-off", "warmup")

@@ -48,9 +48,9 @@ def deploy(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
     return endpoint.to_dict()
 
 
-def _endpoint(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
-    d = ctx.read_json(_provenance_path(broker, variant))
-    return BrokerEndpoint.from_dict(d).to_dict()
+def _endpoint(ctx: RunContext, broker: str, variant: str) -> BrokerEndpoint:
+    """Where the deployed broker listens, from the deploy task's provenance record."""
+    return BrokerEndpoint.from_dict(ctx.read_json(_provenance_path(broker, variant)))
 
 
 def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
@@ -65,7 +65,7 @@ def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
     return topics, subs
 
 
-def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, interval_s: float,
+def _job(ctx: RunContext, item, endpoint: BrokerEndpoint, phase: str, duration_s: float, interval_s: float,
          worker: str) -> dict[str, Any]:
     topics, subs = _names(ctx, item)
     w = item.workload
@@ -75,7 +75,7 @@ def _job(ctx: RunContext, item, endpoint: dict, phase: str, duration_s: float, i
     return Job(**{
         "worker": worker, "phase": phase, "workload_id": w.id, "broker": item.broker,
         "variant": item.variant, "workload": workload, "driver": item.driver.to_omb_dict(),
-        "endpoint": endpoint, "topics": topics, "subscriptions": subs,
+        "endpoint": endpoint.to_dict(), "topics": topics, "subscriptions": subs,
         "duration_s": duration_s, "interval_s": interval_s, "rate_msg_s": w.producer_rate,
         "producers_per_topic": w.producers_per_topic,
         "consumers_per_subscription": w.consumer_per_subscription,

@@ -1,10 +1,10 @@
-"""Pipeline bookkeeping that needs no broker: retries never lose measured results."""
+"""brokerbench.pipeline.benchmark without a broker: retries never lose measured results, names are unique per
+run, a job carries the deployed endpoint."""
 
 import json
 
 from brokerbench.pipeline.benchmark import completed_ok, keep_best_attempt
 from brokerbench.pipeline.context import RunContext
-from brokerbench.util import safe_name
 
 
 def write(path, intervals, end_status=None):
@@ -43,13 +43,6 @@ def test_first_attempt_becomes_the_result(tmp_path):
     assert final.exists() and not completed_ok(final)
 
 
-def test_run_paths_are_safe_for_hadoop_and_s3(tmp_path):
-    ctx = RunContext("brokerbench_smoke", "manual__2026-11-21T10:42:09.725280+00:00", "smoke",
-                     {"results_root": str(tmp_path)})
-    assert ":" not in ctx.run_key and "+" not in ctx.run_key
-    assert ctx.run_dir == tmp_path / "runs" / "brokerbench_smoke" / safe_name(ctx.run_id)
-
-
 def test_topic_and_subscription_names_are_unique_per_run(tmp_path):
     from types import SimpleNamespace
 
@@ -65,3 +58,23 @@ def test_topic_and_subscription_names_are_unique_per_run(tmp_path):
     # a Kafka consumer group or RabbitMQ queue of one run is never reused by the next
     assert not set(topics_a) & set(topics_b) and not set(subs_a) & set(subs_b)
     assert _names(runs[0], item) == (topics_a, subs_a)  # a retried task finds its own names again
+
+
+def test_a_job_carries_the_deployed_endpoint_as_the_deploy_task_recorded_it(tmp_path):
+    from brokerbench.environments.base import BrokerEndpoint
+    from brokerbench.pipeline import benchmark
+    from brokerbench.spec import build_plan, load_suite
+
+    ctx = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
+    plan = build_plan(load_suite("smoke"), {"brokers": ["rabbitmq"], "variants": ["fsync-off"]})
+    ctx.run_dir.mkdir(parents=True)
+    ctx.plan_path.write_text(plan.to_json())
+    deployed = BrokerEndpoint("rabbitmq", "rabbitmq", "3.10.8", amqp_uris=["amqp://127.0.0.1:5672"],
+                              durability={"variant": "fsync-off", "honoured": True})
+    ctx.write_json("provenance/rabbitmq__fsync-off.json", {**deployed.to_dict(), "variant_description": "x"})
+    endpoint = benchmark._endpoint(ctx, "rabbitmq", "fsync-off")
+    assert endpoint == deployed  # typed, the record's other fields left out
+    item = plan.items[0]
+    job = benchmark._job(ctx, item, endpoint, "measure", 60.0, 5.0, "localhost-0")
+    assert job["endpoint"] == deployed.to_dict()
+    assert (job["phase"], job["duration_s"], job["interval_s"], job["broker"]) == ("measure", 60.0, 5.0, "rabbitmq")

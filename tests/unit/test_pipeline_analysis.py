@@ -1,0 +1,51 @@
+"""brokerbench.pipeline.analysis: the regression gate's three outcomes, and what counts as measured."""
+
+import json
+
+import pytest
+
+from brokerbench.metrics import Judgement
+from brokerbench.pipeline import analysis
+from brokerbench.pipeline.context import RunContext
+
+
+def _run(tmp_path, verdicts, gate=None):
+    params = {"results_root": str(tmp_path), **({"regression_gate": gate} if gate else {})}
+    ctx = RunContext("brokerbench_nightly", "scheduled__1", "smoke", params)
+    (ctx.run_dir / "summary").mkdir(parents=True)
+    (ctx.run_dir / "summary" / "regression.json").write_text(json.dumps({"verdicts": verdicts}))
+    return ctx
+
+
+def _verdict(verdict):
+    return {"workload": "w", "broker": "kafka", "variant": "fsync-on", "metric": "publish_latency_p99_ms",
+            "verdict": verdict, "evidence": "e"}
+
+
+def test_a_scheduled_run_with_a_regression_fails_the_gate(tmp_path):
+    ctx = _run(tmp_path, [_verdict(Judgement.REGRESSED), _verdict(Judgement.UNCHANGED)])
+    with pytest.raises(analysis.RegressionFound, match="1 metric"):
+        analysis.regression_gate(ctx, "scheduled")
+    assert analysis.regression_gate(ctx, "manual") == {"regressed": 1, "judged": 2, "gated": False,
+                                                        "mode": "auto", "run_type": "manual"}
+
+
+def test_never_gates_and_nothing_judged_is_said(tmp_path, caplog):
+    ctx = _run(tmp_path, [_verdict(Judgement.REGRESSED)], gate="never")
+    assert analysis.regression_gate(ctx, "scheduled")["gated"] is False
+    ctx = _run(tmp_path / "b", [_verdict(Judgement.INSUFFICIENT)])
+    with caplog.at_level("WARNING", logger="brokerbench"):
+        assert analysis.regression_gate(ctx, "scheduled")["judged"] == 0
+    assert "nothing judged" in caplog.text
+
+
+def test_measured_means_a_measure_or_sweep_file(tmp_path):
+    ctx = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
+    warmup = ctx.run_dir / "raw" / "w" / "d" / "fsync-on" / "warmup"
+    warmup.mkdir(parents=True)
+    (warmup / "localhost-0.jsonl").write_text("{}\n")
+    assert not analysis.has_measurements(ctx)
+    measure = warmup.parent / "measure"
+    measure.mkdir()
+    (measure / "localhost-0.jsonl").write_text("{}\n")
+    assert analysis.has_measurements(ctx)
