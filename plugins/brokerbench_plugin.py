@@ -12,7 +12,7 @@ The web app is built on its first request, so importing the plugin stays cheap.
 
 from airflow.plugins_manager import AirflowPlugin
 
-from brokerbench.operators import ComparisonLink, ReportLink
+from brokerbench.operators.links import ComparisonLink, ReportLink
 from brokerbench.web import URL_PREFIX, LazyApp
 
 

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from brokerbench.pipeline import environment_lease, teardown
+from brokerbench.pipeline.context import RunContext
 from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
 from brokerbench.spec.roots import default_results_root
 from brokerbench.storage import aws_conn_id, is_s3, split_s3, staging_root
@@ -91,16 +93,13 @@ def parse_conf(text: str | None) -> dict:
 
 
 def run_dir_for(results_root: str, dag_id: str, run_id: str) -> Path:
-    """The local directory of run ``run_id``: the one context.RunContext writes to
+    """The local directory of run ``run_id``: the one RunContext writes to
     (for an s3:// results root, its local staging copy)."""
-    from brokerbench.pipeline.context import RunContext  # the pipeline loads the environments: only where needed
-
     return RunContext(dag_id=dag_id, run_id=run_id, suite="", params={"results_root": results_root}).run_dir
 
 
 def run_uri_for(results_root: str, dag_id: str, run_id: str) -> str:
     """Where run ``run_id`` is stored: ``s3://bucket/prefix/runs/<dag>/<run>`` or the local directory."""
-    from brokerbench.pipeline.context import RunContext  # the pipeline loads the environments: only where needed
     ctx = RunContext(dag_id=dag_id, run_id=run_id, suite="", params={"results_root": results_root})
     if is_s3(results_root):
         return f"{results_root.rstrip('/')}/runs/{ctx.run_key}"
@@ -170,13 +169,8 @@ def _stop(proc: subprocess.Popen) -> None:
 def stop_run(suite: str, dag_id: str, run_id: str, conf: dict[str, Any]) -> str:
     """After a stopped `brokerbench bench`: stop the run's workers and everything it started, give the
     environment's lease back. Results already measured stay in the run directory."""
-    from brokerbench.pipeline import (  # the pipeline loads the environments: only where needed
-        context,
-        environment_lease,
-        teardown,
-    )
 
-    ctx = context.RunContext(dag_id=dag_id, run_id=run_id, suite=suite, params=dict(conf))
+    ctx = RunContext(dag_id=dag_id, run_id=run_id, suite=suite, params=dict(conf))
     done = []
     try:
         with ctx.synced():

@@ -32,25 +32,30 @@ from typing import Any
 from airflow.sdk import DAG, Asset, BaseOperator, Param, TaskGroup, TriggerRule, chain
 
 from brokerbench.notify import failure_notifier, regression_notifier
-from brokerbench.operators import (
-    AcquireEnvironmentOperator,
-    AggregateResultsOperator,
-    DeployBrokerOperator,
-    HistoryAppendOperator,
-    HostSetupOperator,
-    PrepareTopicsOperator,
-    ProvisionOperator,
+from brokerbench.operators.analysis import (
+    CompareOperator,
     RegressionGateOperator,
-    ReleaseEnvironmentOperator,
     ReportOperator,
     RunOutcomeOperator,
-    RunPhaseOperator,
-    TeardownOperator,
-    UndeployBrokerOperator,
-    ValidatePlanOperator,
     VerdictOperator,
 )
-from brokerbench.spec.roots import default_results_root
+from brokerbench.operators.benchmark import (
+    DeployBrokerOperator,
+    PrepareTopicsOperator,
+    RunPhaseOperator,
+    UndeployBrokerOperator,
+)
+from brokerbench.operators.setup import (
+    AcquireEnvironmentOperator,
+    HostSetupOperator,
+    ProvisionOperator,
+    ValidatePlanOperator,
+)
+from brokerbench.operators.spark import AggregateResultsOperator, HistoryAppendOperator
+from brokerbench.operators.teardown import ReleaseEnvironmentOperator, SweepExpiredInstancesOperator, TeardownOperator
+from brokerbench.spec import list_suites, load_suite
+from brokerbench.spec.params import PARAMS
+from brokerbench.spec.roots import default_results_root, spec_root
 from brokerbench.util import dag_id_for
 
 log = logging.getLogger("brokerbench")
@@ -74,14 +79,10 @@ DEFAULT_ARGS = {
 def params_for(suite) -> dict[str, Param]:
     """Manual-trigger params, validated by JSON schema before a run is created: the table of
     :mod:`brokerbench.spec.params`, the one definition of the run parameters."""
-    from brokerbench.spec.params import PARAMS
-
     return {p.name: Param(p.default_for(suite), **p.schema_for(suite), description=p.description) for p in PARAMS}
 
 
 def build_dag(suite_name: str) -> DAG:
-    from brokerbench.spec import load_suite
-
     suite = load_suite(suite_name)
     dag_id = dag_id_for(suite.name)
     with DAG(
@@ -150,8 +151,6 @@ def build_dag(suite_name: str) -> DAG:
 
 def build_compare_dag() -> DAG:
     """brokerbench_compare: the comparison report, run whenever a run lands in the history store."""
-    from brokerbench.operators import CompareOperator
-
     with DAG(
         dag_id="brokerbench_compare",
         description="Versions of one broker and brokers side by side, from the history store",
@@ -175,8 +174,6 @@ def build_compare_dag() -> DAG:
 
 def build_sweeper_dag() -> DAG:
     """brokerbench_aws_sweeper: hourly, terminates instances of any run past their lifetime (paused at first)."""
-    from brokerbench.operators import SweepExpiredInstancesOperator
-
     with DAG(
         dag_id="brokerbench_aws_sweeper",
         description="Terminate brokerbench EC2 instances that outlived their run's maximum lifetime",
@@ -214,9 +211,7 @@ def build_all_dags(broken: dict[str, str] | None = None) -> dict[str, DAG]:
     context names the DAG, and only that suite's DAG is built (the others'
     files are not even read).
     """
-    from airflow.sdk import get_parsing_context
-
-    from brokerbench.spec import list_suites
+    from airflow.sdk import get_parsing_context  # only where DAG files are parsed by Airflow
 
     wanted = get_parsing_context().dag_id
     dags = {}
@@ -237,8 +232,6 @@ def build_all_dags(broken: dict[str, str] | None = None) -> dict[str, DAG]:
 
 def suite_file(name: str) -> str:
     """The suite's file as users know it (include/suites/<name>.yaml in the tree)."""
-    from brokerbench.spec.roots import spec_root
-
     root = spec_root() / "suites"
     found = sorted(root.glob(f"{name}.y*ml"))
     return str(found[0] if found else root / f"{name}.yaml")
@@ -260,8 +253,6 @@ def raise_for_broken_suites() -> None:
     Only loads the suites: a DAG built here would be registered from this file too (Airflow registers
     every DAG used in a ``with`` block), a duplicate of the suite DAG file's.
     """
-    from brokerbench.spec import list_suites, load_suite
-
     broken: dict[str, str] = {}
     for name in list_suites():
         try:

@@ -141,8 +141,9 @@ def test_aws_dag_killed_mid_run_is_cleaned_up_by_tag_from_a_fresh_process(run_en
     dag_id, run_id = run_key.split("/", 1)
 
     # the teardown task, retried in a new process with nothing but the run's id: found by tag
-    code = ("import json; from brokerbench.pipeline import context, teardown\n"
-            f"ctx = context.RunContext({dag_id!r}, {run_id!r}, 'aws-seed-latency', "
+    code = ("import json; from brokerbench.pipeline import teardown\n"
+            "from brokerbench.pipeline.context import RunContext\n"
+            f"ctx = RunContext({dag_id!r}, {run_id!r}, 'aws-seed-latency', "
             f"params={{'results_root': {conf['results_root']!r}}})\n"
             "with ctx.synced():\n    print(json.dumps(teardown.teardown(ctx), default=str))\n")
     out = subprocess.run([sys.executable, "-c", code], env=run_env["env"], cwd=ROOT, capture_output=True,

@@ -24,7 +24,8 @@ import uuid
 import pytest
 
 from brokerbench.environments.machine import distributions
-from brokerbench.pipeline import context, setup
+from brokerbench.pipeline import setup
+from brokerbench.pipeline.context import RunContext
 from brokerbench.spec import SpecError
 from brokerbench.worker.runner import prepare_job, run_job
 from tests.integration.test_local_environment import assert_loopback_only, assert_nothing_left, broker_state
@@ -44,7 +45,7 @@ def env_with(local_env, **settings):
 # -- resolution ---------------------------------------------------------------------------
 
 def test_a_version_maven_central_does_not_have_is_refused_by_validate(tmp_path):
-    ctx = context.RunContext(dag_id="brokerbench_smoke", run_id="manual__v", suite="smoke",
+    ctx = RunContext(dag_id="brokerbench_smoke", run_id="manual__v", suite="smoke",
                               params={"results_root": str(tmp_path), "brokers": ["kafka"],
                                       "broker_versions": {"kafka": "9.9.9"}})
     with pytest.raises(SpecError) as e:

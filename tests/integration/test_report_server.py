@@ -107,7 +107,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, BaseOperator, Param
 
-from brokerbench.operators import ReportLink
+from brokerbench.operators.links import ReportLink
 from brokerbench.util import safe_name
 
 

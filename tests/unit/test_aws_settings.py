@@ -207,11 +207,12 @@ def test_provision_refuses_before_any_ec2_call(tmp_path, monkeypatch):
 ])
 def test_the_validate_task_refuses_bad_aws_params_before_any_machine(tmp_path, monkeypatch, params, field):
     """setup.validate (the DAG's first task) applies the checks: no plan.json, nothing provisioned."""
-    from brokerbench.pipeline import context, setup
+    from brokerbench.pipeline import setup
+    from brokerbench.pipeline.context import RunContext
 
     monkeypatch.setenv("BROKERBENCH_AWS_SETTINGS", json.dumps({"ami": BASE["ami"],
                                                                "controller_cidr": BASE["controller_cidr"]}))
-    ctx = context.RunContext(dag_id="brokerbench_aws_seed_latency", run_id="manual__1", suite="aws-seed-latency",
+    ctx = RunContext(dag_id="brokerbench_aws_seed_latency", run_id="manual__1", suite="aws-seed-latency",
                               params={"results_root": str(tmp_path), **params})
     with pytest.raises(SpecError, match=field.replace(".", r"\.")):
         setup.validate(ctx)

@@ -14,13 +14,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import history_row, write_history_rows  # noqa: E402
 
 from brokerbench.history import read_history  # noqa: E402
-from brokerbench.pipeline import analysis, context, setup  # noqa: E402
+from brokerbench.pipeline import analysis, setup  # noqa: E402
+from brokerbench.pipeline.context import RunContext
 from brokerbench.report.compare import build_comparison, side_by_side, version_rows  # noqa: E402
 from brokerbench.report.html import build_report, render_text_summary  # noqa: E402
 
 
-def ctx_for(results: Path, day: int, **params) -> context.RunContext:
-    return context.RunContext(dag_id="brokerbench_nightly", run_id=f"scheduled__2026-11-{day:02d}",
+def ctx_for(results: Path, day: int, **params) -> RunContext:
+    return RunContext(dag_id="brokerbench_nightly", run_id=f"scheduled__2026-11-{day:02d}",
                                suite="nightly-latency", params={"results_root": str(results), **params})
 
 
@@ -60,7 +61,7 @@ def test_verdicts_step_writes_json_csv_and_gate_fails_scheduled_runs(results):
 def test_a_run_where_nothing_was_judged_does_not_read_no_regression(tmp_path, caplog):
     import logging
 
-    ctx = context.RunContext(dag_id="brokerbench_smoke", run_id="manual__n", suite="smoke",
+    ctx = RunContext(dag_id="brokerbench_smoke", run_id="manual__n", suite="smoke",
                               params={"results_root": str(tmp_path)})
     (ctx.run_dir / "summary").mkdir(parents=True)
     verdicts = [{"workload": "w", "broker": b, "variant": "fsync-off", "metric": "(all metrics)",
@@ -87,7 +88,7 @@ def test_min_runs_param_and_missing_run(results):
 
 def test_validate_accepts_analysis_params(tmp_path):
     # the plan's params model forbids unknown keys: the analysis params must not reach it
-    ctx = context.RunContext(dag_id="brokerbench_smoke", run_id="manual__x", suite="smoke",
+    ctx = RunContext(dag_id="brokerbench_smoke", run_id="manual__x", suite="smoke",
                               params={"results_root": str(tmp_path), "regression_min_runs": 2,
                                       "regression_gate": "never",
                                       # validate resolves Apache versions; a unit test stays off the network

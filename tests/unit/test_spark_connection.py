@@ -3,7 +3,7 @@
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from brokerbench.operators import SPARK_CONN_ID, AggregateResultsOperator, HistoryAppendOperator
+from brokerbench.operators.spark import SPARK_CONN_ID, AggregateResultsOperator, HistoryAppendOperator
 
 
 def test_missing_spark_connection_is_an_error_naming_it():
@@ -26,7 +26,7 @@ def _submitted(monkeypatch, conn: str, results_root: str | None) -> AggregateRes
 
     monkeypatch.setenv(f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}", conn)
     monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: "submitted")
-    monkeypatch.setattr("brokerbench.operators.spark_py_files", lambda: "/tmp/brokerbench_spark.zip")
+    monkeypatch.setattr("brokerbench.operators.spark.spark_py_files", lambda: "/tmp/brokerbench_spark.zip")
     op = AggregateResultsOperator(task_id="aggregate", suite="smoke")
     assert op.submit({}, ["--run-dir", "x"], results_root) == "submitted"
     return op

@@ -45,14 +45,14 @@ def test_stop_workers_ends_every_worker_of_the_run_and_nothing_else(tmp_path):
 
 
 def test_phase_operator_on_kill_stops_the_workers(tmp_path, monkeypatch):
-    from brokerbench.operators import RunPhaseOperator
-    from brokerbench.pipeline import context
+    from brokerbench.operators.benchmark import RunPhaseOperator
+    from brokerbench.pipeline.context import RunContext
 
     state = tmp_path / "state"
-    monkeypatch.setattr(context.RunContext, "environment",
+    monkeypatch.setattr(RunContext, "environment",
                         lambda self: LocalEnvironment(self.run_key, {"state_dir": str(state)}))
     op = RunPhaseOperator(task_id="measure", phase="measure", broker="rabbitmq", variant="fsync-off", suite="smoke")
-    op._ctx = context.RunContext(dag_id="d", run_id="r", suite="smoke")
+    op._ctx = RunContext(dag_id="d", run_id="r", suite="smoke")
     workers = [_fake_worker(state.resolve()) for _ in range(2)]
     try:
         time.sleep(0.5)

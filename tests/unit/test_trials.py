@@ -11,7 +11,8 @@ import pytest
 
 from brokerbench.environments.base import BrokerEndpoint
 from brokerbench.metrics import Judgement
-from brokerbench.pipeline import benchmark, context, environment_lease
+from brokerbench.pipeline import benchmark, environment_lease
+from brokerbench.pipeline.context import RunContext
 from brokerbench.regression import ALL_METRICS, verdicts_for_run
 from brokerbench.report.html import build_report, render_text_summary
 from brokerbench.spec import SpecError, build_plan, load_suite
@@ -127,7 +128,7 @@ class FakeEnv:
 
 
 def test_the_measured_phase_runs_the_trials_back_to_back_after_one_warm_up(tmp_path, monkeypatch):
-    ctx = context.RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
+    ctx = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
     plan = build_plan(load_suite("smoke"), {"trials": 3, "brokers": ["rabbitmq"], "variants": ["fsync-off"],
                                             "results_root": str(tmp_path)})
     ctx.plan_path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 import json
 
-from brokerbench.pipeline import context
+from brokerbench.pipeline.context import RunContext
 from brokerbench.util import dag_id_for, run_key, safe_name, text_table, write_atomic, write_json_atomic
 
 
@@ -14,7 +14,7 @@ def test_safe_name_keeps_exactly_the_result_path_character_set():
 
 def test_run_key_and_dag_id_are_the_ones_the_pipeline_and_dags_use():
     assert run_key("brokerbench_smoke", "manual__2026:1") == "brokerbench_smoke/manual__2026_1"
-    ctx = context.RunContext("brokerbench_smoke", "manual__2026:1", "smoke")
+    ctx = RunContext("brokerbench_smoke", "manual__2026:1", "smoke")
     assert ctx.run_key == run_key(ctx.dag_id, ctx.run_id)
     assert dag_id_for("aws-seed-latency") == "brokerbench_aws_seed_latency"
 

@@ -201,7 +201,7 @@ def test_report_link_uses_the_runs_results_root(roots, monkeypatch):
     from airflow.sdk.execution_time import xcom
 
     from brokerbench import web
-    from brokerbench.operators import ReportLink
+    from brokerbench.operators.links import ReportLink
 
     staged = "/somewhere/s3-staging/b/p/runs/brokerbench_smoke/manual__2026-01-02T03:04:05+00:00/report.html"
     values = {"return_value": staged}
@@ -223,7 +223,7 @@ def test_report_link_without_context_maps_the_path_to_a_served_root(roots, monke
     from airflow.sdk.execution_time import xcom
 
     from brokerbench import web
-    from brokerbench.operators import ReportLink
+    from brokerbench.operators.links import ReportLink
 
     path = roots["other"] / "runs" / RUN[0] / RUN[1] / "report.html"
     monkeypatch.setattr(xcom.XCom, "get_value", classmethod(lambda cls, *, ti_key, key: str(path)))
