@@ -22,7 +22,7 @@ log = logging.getLogger("brokerbench")
 #: What a task does not download from an s3:// results store unless it reads it (RunContext.synced).
 RUN_BULK = ("raw/", "hostmetrics/")
 
-#: Repository root (include/brokerbench/pipeline.py -> parents[3]).
+#: Repository root (include/brokerbench/pipeline/context.py -> parents[3]).
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
