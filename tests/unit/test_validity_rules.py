@@ -24,7 +24,7 @@ def phase(rate: float = 5000.0, acked: int = 150_000, load_s: float = 30.0, dela
     writer = SimpleNamespace(totals={"sent": acked, "acked": acked, "send_errors": 0, "received": acked},
                              phase_delay=delay)
     return SimpleNamespace(kind=kind, rate=rate, producers=[object()], load_s=load_s, writer=writer, reasons=[],
-                           job={"clock_offset_ms": clock_offset_ms}, extra_end={})
+                           job=SimpleNamespace(clock_offset_ms=clock_offset_ms), extra_end={})
 
 
 def validity(p: SimpleNamespace, cpu: float | None = 40.0, host_cpu: float | None = 30.0) -> dict:

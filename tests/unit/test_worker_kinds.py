@@ -27,9 +27,9 @@ def test_kind_derived_from_omb_fields(change, kind):
 
 
 def test_kind_from_job_wins_and_is_checked():
-    assert workload_kind(BASE, {"kind": "mixed"}) == "mixed"
+    assert workload_kind(BASE, "mixed") == "mixed"
     with pytest.raises(ValueError, match="not one of"):
-        workload_kind(BASE, {"kind": "fastest"})
+        workload_kind(BASE, "fastest")
 
 
 def test_split_keeps_rate_and_consumers_and_shares_one_start():

@@ -4,8 +4,9 @@ A job travels as JSON (a file on the client host). :class:`Job` is its schema:
 the pipeline builds every job through it (``brokerbench.pipeline.benchmark._job``), the worker
 validates the job file against it before it connects to anything, so a bad
 job fails at once naming its fields. The worker still reads the job as the
-dict it was given (unset optional fields keep their documented defaults in
-the runner). Only pydantic, which the worker already needs.
+the runner reads a :class:`Job`: every default lives here, in the model, and
+``to_dict`` writes only the fields that were set, so a job file stays as the
+pipeline wrote it. Only pydantic, which the worker already needs.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+#: publish-delay p99 above which a measurement (or a sweep step) is not valid, ms
+DELAY_P99_BOUND_MS = 50.0
+
 
 class Job(BaseModel):
-    """Required fields first; every optional one defaults in the worker (see its description)."""
+    """Required fields first; every optional one has its default here (the runner has none of its own)."""
 
     # scale-out and later versions may add fields: kept, never refused
     model_config = ConfigDict(extra="allow")
@@ -30,23 +34,23 @@ class Job(BaseModel):
     driver: dict[str, Any] = Field(description='OMB driver dict (variant already applied)')
     endpoint: dict[str, Any] = Field(description='BrokerEndpoint dict: where the broker listens')
     topics: list[str] = Field(description='topic names, created by `prepare`')
-    subscriptions: list[str] | None = Field(
-        default=None, description='subscription names (one per subscriptionsPerTopic)')
+    subscriptions: list[str] = Field(
+        default_factory=list, description='subscription names (one per subscriptionsPerTopic)')
     duration_s: float = Field(description='length of the phase, s')
-    interval_s: float | None = Field(default=None, description='reporting interval, s')
-    rate_msg_s: float | None = Field(
-        default=None, description="this process's total target rate over all its producers, msg/s (0 = none)")
-    producers_per_topic: int | None = Field(default=None, description='producers this process runs per topic')
-    consumers_per_subscription: int | None = Field(
-        default=None, description='consumers this process runs per subscription')
-    consumer_index_offset: int | None = Field(
-        default=None, description="index of this process's first consumer within a subscription")
+    interval_s: float = Field(default=10.0, description='reporting interval, s')
+    rate_msg_s: float = Field(
+        default=0.0, description="this process's total target rate over all its producers, msg/s (0 = none)")
+    producers_per_topic: int = Field(default=0, description='producers this process runs per topic')
+    consumers_per_subscription: int = Field(
+        default=0, description='consumers this process runs per subscription')
+    consumer_index_offset: int = Field(
+        default=0, description="index of this process's first consumer within a subscription")
     consumers_in_subscription: int | None = Field(
-        default=None, description='consumers per subscription over all processes')
+        default=None, description='consumers per subscription over all processes (default: this process\'s, or 1)')
     start_at_ns: int | None = Field(default=None, description='optional wall-clock start shared by all processes, ns')
-    probe_timeout_s: float | None = Field(default=None, description='bound of the readiness probe, s')
-    drain_timeout_s: float | None = Field(
-        default=None, description='bound of the wait for consumers after the last send, s')
+    probe_timeout_s: float = Field(default=60.0, description='bound of the readiness probe, s')
+    drain_timeout_s: float = Field(
+        default=10.0, description='bound of the wait for consumers after the last send, s')
     client_library: str | None = Field(
         default=None, description='optional: which library for the broker (default per broker)')
     kind: str | None = Field(
@@ -55,19 +59,19 @@ class Job(BaseModel):
         default=None, description="throughput-sweep: this process's target rates, one step each (default SWEEP_RATES)")
     step_duration_s: float | None = Field(
         default=None, description='throughput-sweep: length of one step, s (default duration_s / steps, >= interval_s)')
-    sweep_max_delay_p99_ms: float | None = Field(
-        default=None, description='throughput-sweep: publish-delay p99 bound of a stable step, ms (default 50)')
-    sweep_stop_after_unstable: int | None = Field(
-        default=None, description='throughput-sweep: stop after this many unstable steps (default 1)')
-    consumer_idle_s: float | None = Field(
-        default=None, description='consumer-only: end after this long without a message once some arrived (default 5)')
+    sweep_max_delay_p99_ms: float = Field(
+        default=DELAY_P99_BOUND_MS, description='throughput-sweep: publish-delay p99 bound of a stable step, ms')
+    sweep_stop_after_unstable: int = Field(
+        default=1, description='throughput-sweep: stop after this many unstable steps')
+    consumer_idle_s: float = Field(
+        default=5.0, description='consumer-only: end after this long without a message once some arrived, s')
     catchup_start_s: float | None = Field(
         default=None,
         description='mixed: when the catch-up subscription starts reading, s into the phase (default duration/3)')
     clock_offset_ms: float | None = Field(
         default=None, description="optional: this host's clock offset measured by host setup, ms (validity flags)")
     switch_interval_s: float | None = Field(
-        default=None, description="optional: sys.setswitchinterval for this process (default 0.001; Python's is 0.005)")
+        default=0.001, description="sys.setswitchinterval for this process (Python's is 0.005; 0 or null: leave it)")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able dict written to the job file: the fields that were set, as given."""

@@ -29,7 +29,7 @@ import psutil
 
 from brokerbench import __version__
 from brokerbench.worker.drivers import driver_class
-from brokerbench.worker.job import JOB_FIELDS, check_job  # noqa: F401 - JOB_FIELDS: re-exported
+from brokerbench.worker.job import DELAY_P99_BOUND_MS, JOB_FIELDS, Job, check_job  # noqa: F401 - JOB_FIELDS: re-exported
 from brokerbench.worker.payload import STAMP, key_iterator, payload_pool
 from brokerbench.worker.recorder import IntervalWriter, Recorder
 
@@ -45,20 +45,19 @@ SWEEP_RATES = [1_000, 5_000, 10_000, 20_000, 35_000, 50_000, 75_000, 100_000, 20
 #: Validity thresholds (documented in docs/worker.md).
 ACHIEVED_MIN_RATIO = 0.99
 CLIENT_CPU_BOUND_PERCENT = 85.0  # one Python process runs on about one core (the GIL)
-DELAY_P99_BOUND_MS = 50.0
 CLOCK_OFFSET_WARN_MS = 1.0
 HOST_CPU_BOUND_PERCENT = 90.0
 
 
-def workload_kind(workload: dict[str, Any], job: dict[str, Any] | None = None) -> str:
-    """The workload kind: the job's ``kind`` if set, else derived from the OMB fields.
+def workload_kind(workload: dict[str, Any], kind: str | None = None) -> str:
+    """The workload kind: ``kind`` (the job's) if set, else the workload's, else derived from the OMB fields.
 
     consumerBacklogSizeGB > 0 -> backlog; no producers -> consumer-only; no
     consumers -> producer-only (unthrottled when producerRate is 0);
     producerRate 0 -> throughput-sweep (OMB's "find the maximum rate", done as
     Confluent did: fixed rates, the highest stable one reported); else latency.
     """
-    kind = (job or {}).get("kind") or workload.get("kind")
+    kind = kind or workload.get("kind")
     if kind:
         if kind not in KINDS:
             raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -130,67 +129,26 @@ def _producer_loop(producer, rate: float, start_ns: int, end_ns: int, pool: list
 class _Phase:
     """One worker process running one phase of one workload (see the module docstring)."""
 
-    def __init__(self, job: dict[str, Any], out_path: str, progress: Callable[[str], None]):
+    def __init__(self, job: Job, out_path: str, progress: Callable[[str], None]):
         self.job = job
         self.progress = progress
-        self.workload = job["workload"]
-        self.kind = workload_kind(self.workload, job)
-        self.topics: list[str] = job["topics"]
-        subs: list[str] = list(job.get("subscriptions", []))
+        self.workload = job.workload
+        self.kind = workload_kind(self.workload, job.kind)
+        self.topics: list[str] = job.topics
         self.partitions = int(self.workload.get("partitionsPerTopic", 1))
-        self.duration_s = float(job["duration_s"])
-        self.interval_s = float(job.get("interval_s", 10))
-        self.rate = float(job.get("rate_msg_s", 0))
-        ppt = int(job.get("producers_per_topic", 0))
-        cps = int(job.get("consumers_per_subscription", 0))
-        if self.kind == "consumer-only":
-            ppt = 0
-        if self.kind == "producer-only":
-            cps = 0
-            if self.rate <= 0:
-                self.rate = math.inf  # unthrottled
-        if self.kind == "mixed":
-            if len(subs) < 2:
-                raise WorkerError("a mixed workload needs subscriptionsPerTopic >= 2: "
-                                  "tailing subscriptions plus the last one, which catches up")
-            self.catchup_sub: str | None = f"{subs[-1]}-catchup-{job['phase']}"
-            subs = subs[:-1]
-        else:
-            self.catchup_sub = None
-        self.subs = subs if cps else []
-        self.ppt, self.cps = ppt, cps
-        self.n_producers = ppt * len(self.topics)
+        self.duration_s = float(job.duration_s)
+        self.interval_s = float(job.interval_s)
+        self.rate = float(job.rate_msg_s)
+        self._lay_out_clients()
         if self.kind == "throughput-sweep":
-            self.sweep_rates = [float(r) for r in (job.get("sweep_rates_msg_s") or SWEEP_RATES)]
+            self.sweep_rates = [float(r) for r in (job.sweep_rates_msg_s or SWEEP_RATES)]
         self.recorder = Recorder()
-        self.cls = driver_class(job["broker"], job.get("client_library"))
+        self.cls = driver_class(job.broker, job.client_library)
         self.load_s = 0.0
         self.errors: list[str] = []
         self.extra_end: dict[str, Any] = {}
         self.reasons: list[str] = []
-        target = (0 if not self.n_producers else
-                  max(self.sweep_rates) if self.kind == "throughput-sweep" else
-                  None if math.isinf(self.rate) else self.rate)
-        meta = {
-            "format_version": 1, "kind": self.kind,
-            "workload": job["workload_id"], "workload_name": self.workload.get("name", job["workload_id"]),
-            "driver": job["driver"].get("name", job["broker"]), "broker": job["broker"],
-            "variant": job["variant"], "phase": job["phase"], "worker": job["worker"],
-            "host": socket.gethostname(), "interval_s": self.interval_s,
-            "target_rate_msg_s": target,
-            "message_size_bytes": int(self.workload["messageSize"]),
-            "topics": len(self.topics), "partitions_per_topic": self.partitions,
-            "producers": self.n_producers,
-            "consumers": cps * (len(self.subs) + (1 if self.catchup_sub else 0)) * len(self.topics),
-            "subscriptions_per_topic": len(self.subs) + (1 if self.catchup_sub else 0),
-            "client_library": self.cls.client_library, "client_library_version": self.cls.client_library_version,
-            "brokerbench_version": __version__,
-            "broker_implementation": job["endpoint"].get("implementation"),
-            "broker_version": job["endpoint"].get("version"),
-            "start_at_ns": job.get("start_at_ns"),
-        }
-        if self.kind == "throughput-sweep":
-            meta["sweep_rates_msg_s"] = self.sweep_rates
+        meta = self._meta()
         self.writer = IntervalWriter(out_path, meta, self.recorder, subscriptions=len(self.subs),
                                      progress=progress)
         self.writer.catchup = self.catchup_sub is not None
@@ -199,9 +157,60 @@ class _Phase:
         self.producers: list = []
         self.driver: Any = None
 
+    def _lay_out_clients(self) -> None:
+        """Producers and consumers per topic, the subscriptions, and the catch-up one of a mixed workload."""
+        job = self.job
+        subs = list(job.subscriptions)
+        ppt, cps = job.producers_per_topic, job.consumers_per_subscription
+        if self.kind == "consumer-only":
+            ppt = 0
+        if self.kind == "producer-only":
+            cps = 0
+            if self.rate <= 0:
+                self.rate = math.inf  # unthrottled
+        self.catchup_sub: str | None = None
+        if self.kind == "mixed":
+            if len(subs) < 2:
+                raise WorkerError("a mixed workload needs subscriptionsPerTopic >= 2: "
+                                  "tailing subscriptions plus the last one, which catches up")
+            self.catchup_sub = f"{subs[-1]}-catchup-{job.phase}"
+            subs = subs[:-1]
+        self.subs = subs if cps else []
+        self.ppt, self.cps = ppt, cps
+        self.n_producers = ppt * len(self.topics)
+
+    def _meta(self) -> dict[str, Any]:
+        """The result file's meta record: what ran, where, against which broker."""
+        job = self.job
+        target = (0 if not self.n_producers else
+                  max(self.sweep_rates) if self.kind == "throughput-sweep" else
+                  None if math.isinf(self.rate) else self.rate)
+        subscriptions = len(self.subs) + (1 if self.catchup_sub else 0)
+        meta = {
+            "format_version": 1, "kind": self.kind,
+            "workload": job.workload_id, "workload_name": self.workload.get("name", job.workload_id),
+            "driver": job.driver.get("name", job.broker), "broker": job.broker,
+            "variant": job.variant, "phase": job.phase, "worker": job.worker,
+            "host": socket.gethostname(), "interval_s": self.interval_s,
+            "target_rate_msg_s": target,
+            "message_size_bytes": int(self.workload["messageSize"]),
+            "topics": len(self.topics), "partitions_per_topic": self.partitions,
+            "producers": self.n_producers,
+            "consumers": self.cps * subscriptions * len(self.topics),
+            "subscriptions_per_topic": subscriptions,
+            "client_library": self.cls.client_library, "client_library_version": self.cls.client_library_version,
+            "brokerbench_version": __version__,
+            "broker_implementation": job.endpoint.get("implementation"),
+            "broker_version": job.endpoint.get("version"),
+            "start_at_ns": job.start_at_ns,
+        }
+        if self.kind == "throughput-sweep":
+            meta["sweep_rates_msg_s"] = self.sweep_rates
+        return meta
+
     # -- helpers -----------------------------------------------------------------
     def say(self, text: str) -> None:
-        self.progress(f"[{self.job['worker']}] {text}")
+        self.progress(f"[{self.job.worker}] {text}")
 
     def backlog(self) -> int:
         _, acked, received = self.writer.live()
@@ -227,7 +236,7 @@ class _Phase:
             time.sleep(min(0.1, max(0.0, (end_ns - time.time_ns()) / 1e9)))
 
     def flush_and_drain(self) -> None:
-        timeout = float(self.job.get("drain_timeout_s", 10))
+        timeout = self.job.drain_timeout_s
         t0 = time.monotonic()
         for p in self.producers:
             p.flush(timeout)
@@ -242,7 +251,7 @@ class _Phase:
     # -- set-up ----------------------------------------------------------------------
     def connect(self) -> None:
         job = self.job
-        self.driver = self.cls(job["endpoint"], job["driver"], self.recorder)
+        self.driver = self.cls(job.endpoint, job.driver, self.recorder)
         self.seen: set[tuple[str, str]] = set()
         unpack = STAMP.unpack_from
         seen = self.seen
@@ -253,8 +262,8 @@ class _Phase:
                     seen.add((topic, sub))
             return on_payload
 
-        offset = int(job.get("consumer_index_offset", 0))
-        total_in_sub = int(job.get("consumers_in_subscription", self.cps or 1))
+        offset = job.consumer_index_offset
+        total_in_sub = job.consumers_in_subscription or self.cps or 1
         start = "earliest" if self.kind == "consumer-only" else "latest"
         paused = False  # backlog: consumers take part in the probe, then pause
         for t in self.topics:
@@ -273,14 +282,14 @@ class _Phase:
                 self.producers.append(self.driver.create_producer(t, self.partitions))
         rate = ("unthrottled" if math.isinf(self.rate) else f"{self.rate:,.0f} msg/s") \
             if self.kind != "throughput-sweep" else f"a sweep over {len(self.sweep_rates)} rates"
-        self.say(f"{self.job['phase']} ({self.kind}): {len(self.producers)} producers at {rate} in total, "
+        self.say(f"{self.job.phase} ({self.kind}): {len(self.producers)} producers at {rate} in total, "
                  f"{len(self.consumers) + len(self.catchup_consumers)} consumers, topics {', '.join(self.topics)}")
 
     def probe(self) -> None:
         """OMB's readiness check: a probe per producer until every subscription received one (bounded)."""
         if not self.producers:
             return
-        timeout = float(self.job.get("probe_timeout_s", 60))
+        timeout = self.job.probe_timeout_s
         deadline = time.monotonic() + timeout
         probe = STAMP.pack(0) + payload_pool(self.workload)[0]
         rounds = 0
@@ -307,7 +316,7 @@ class _Phase:
                  f"({rounds} probe rounds)")
 
     def start_ns(self) -> int:
-        at = self.job.get("start_at_ns")
+        at = self.job.start_at_ns
         now = time.time_ns()
         if at:
             if int(at) < now:
@@ -343,7 +352,8 @@ class _Phase:
         stop = threading.Event()
         threads = self.start_producers(self.rate, start, end, stop) if self.producers and self.rate > 0 else []
         if self.catchup_consumers:
-            at = start + int(float(self.job.get("catchup_start_s", self.duration_s / 3)) * 1e9)
+            catchup_s = self.job.catchup_start_s
+            at = start + int(float(self.duration_s / 3 if catchup_s is None else catchup_s) * 1e9)
             self.wait_until(at)
             for c in self.catchup_consumers:
                 c.resume()
@@ -359,7 +369,7 @@ class _Phase:
         start = self.start_ns()
         end = start + int(self.duration_s * 1e9)
         self.writer.start(start, self.duration_s)
-        idle_s = float(self.job.get("consumer_idle_s", 5))
+        idle_s = self.job.consumer_idle_s
         last = [0, time.monotonic()]
 
         def idle() -> bool:
@@ -418,9 +428,9 @@ class _Phase:
     def run_sweep(self) -> None:
         job = self.job
         rates = self.sweep_rates
-        step_s = float(job.get("step_duration_s") or max(self.interval_s, self.duration_s / len(rates)))
-        bound_ms = float(job.get("sweep_max_delay_p99_ms", DELAY_P99_BOUND_MS))
-        stop_after = int(job.get("sweep_stop_after_unstable", 1))
+        step_s = float(job.step_duration_s or max(self.interval_s, self.duration_s / len(rates)))
+        bound_ms = job.sweep_max_delay_p99_ms
+        stop_after = job.sweep_stop_after_unstable
         steps, unstable, highest = [], 0, None
         for k, r in enumerate(rates):
             self.writer.extra = {"step": k, "step_target_rate_msg_s": r}
@@ -487,7 +497,7 @@ class _Phase:
                 round(t["received"] / self.load_s, 1) if self.load_s else None)
             delay_p99 = self.writer.phase_delay.percentile(99) if self.producers else None
         reasons = list(self.reasons)
-        off = self.job.get("clock_offset_ms")
+        off = self.job.clock_offset_ms
         behind = target and achieved is not None and achieved < ACHIEVED_MIN_RATIO * target
         late = delay_p99 is not None and delay_p99 > DELAY_P99_BOUND_MS * 1000 and not math.isinf(self.rate)
         busy = cpu_percent is not None and cpu_percent >= CLIENT_CPU_BOUND_PERCENT
@@ -585,21 +595,27 @@ class _Phase:
             extra["catchup_received"] = self.writer.catchup_received
         self.writer.finish(status=status, error=error, cpu_percent=validity["cpu_percent"], kind=self.kind,
                            validity=validity, load_s=round(self.load_s, 3), **extra)
-        self.say(f"{job['phase']} done: sent {t['sent']} acked {t['acked']} received {t['received']} "
+        self.say(f"{job.phase} done: sent {t['sent']} acked {t['acked']} received {t['received']} "
                  f"errors {t['send_errors']} cpu {validity['cpu_percent'] or 0:.0f}% status {status}"
                  + (f" | client-bound: {'; '.join(validity['reasons'])}" if validity["client_bound"] else ""))
         if status != "ok":
-            raise WorkerError(f"worker {job['worker']} ({job['broker']} at {_where(job['endpoint'])}): {error}")
+            raise WorkerError(f"worker {job.worker} ({job.broker} at {_where(job.endpoint)}): {error}")
         return {**t, "validity": validity, "load_s": self.load_s, **extra}
 
 
-def run_job(job: dict[str, Any], out_path: str, progress: Callable[[str], None] = print) -> dict[str, Any]:
+def as_job(job: Job | dict[str, Any]) -> Job:
+    """The job as a :class:`Job` (a dict, e.g. read from a job file, is validated: JobError names its fields)."""
+    return job if isinstance(job, Job) else Job.model_validate(check_job(job))
+
+
+def run_job(job: Job | dict[str, Any], out_path: str, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Run one phase; write the result file; return the totals and the end record's extras.
 
     Raises WorkerError after writing the file when the phase did not end well
     (every interval measured before the failure is kept in the file).
     """
-    switch = job.get("switch_interval_s", 0.001)
+    job = as_job(job)
+    switch = job.switch_interval_s
     if switch:
         # the producer thread waits for the GIL after each wait for its schedule;
         # with Python's 5 ms default a library thread holding the GIL shows up
@@ -608,13 +624,13 @@ def run_job(job: dict[str, Any], out_path: str, progress: Callable[[str], None] 
     return _Phase(job, out_path, progress).run()
 
 
-def prepare_job(job: dict[str, Any]) -> None:
+def prepare_job(job: Job | dict[str, Any]) -> None:
     """Create the job's topics and subscriptions on the broker."""
-    cls = driver_class(job["broker"], job.get("client_library"))
-    driver = cls(job["endpoint"], job["driver"], Recorder())
+    job = as_job(job)
+    cls = driver_class(job.broker, job.client_library)
+    driver = cls(job.endpoint, job.driver, Recorder())
     try:
-        driver.prepare(job["topics"], int(job["workload"].get("partitionsPerTopic", 1)),
-                       job.get("subscriptions", []))
+        driver.prepare(job.topics, int(job.workload.get("partitionsPerTopic", 1)), job.subscriptions)
     finally:
         driver.close()
 
