@@ -19,6 +19,8 @@ from pathlib import Path
 
 #: row identity columns of the CSV tables (those present are used)
 IDENTITY = ("workload", "broker", "variant", "driver", "phase", "metric", "trial", "step", "host")
+#: objects whose keys are data (process names of the foreign load), folded into one "*" key
+DATA_KEYED = ("foreign_top_mean_percent",)
 #: parts of names and values that differ between runs by nature
 VOLATILE = re.compile(r"\d{4}-\d\d-\d\dT[\d:_.+-]+|manual__[\w.:+-]+|\b[0-9a-f]{8,}\b|\d+")
 
@@ -31,8 +33,9 @@ def json_shape(value, path: str = "") -> set[str]:
     """Key paths with the kind of value at each; list items are folded into ``[]``."""
     if isinstance(value, dict):
         out = {f"{path}{{}}"}
+        data_keyed = path.rsplit(".", 1)[-1] in DATA_KEYED
         for k, v in value.items():
-            out |= json_shape(v, f"{path}.{normalise(str(k))}")
+            out |= json_shape(v, f"{path}.{'*' if data_keyed else normalise(str(k))}")
         return out
     if isinstance(value, list):
         out = {f"{path}[]"}
