@@ -28,14 +28,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from typing_extensions import override
 
-from .. import hostsetup
+from .. import hostmetrics, hostsetup
 from ..base import Environment, EnvironmentFailure
 from ..machine import distribution_for, implementation_for
 from ..machine.distributions import DistributionError
 from ..machine.runtime import Machine
 from ..processes import brokerbench_home, state_dir_for, write_json
+from ..settings import LocalSettings
 
 log = logging.getLogger("brokerbench")
 
@@ -48,6 +50,16 @@ class LocalSettingsError(EnvironmentFailure):
     def __init__(self, message: str, setting: str):
         super().__init__(message)
         self.setting = setting
+
+
+def local_settings(settings: dict[str, Any]) -> LocalSettings:
+    """``settings`` checked against :class:`LocalSettings`; a bad one raises LocalSettingsError naming it."""
+    try:
+        return LocalSettings.model_validate(settings)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = ".".join(str(p) for p in err["loc"])
+        raise LocalSettingsError(f"{name}: {err['msg']} (got {err.get('input')!r})", name) from None
 
 
 def installed_rabbitmq_version() -> str | None:
@@ -118,6 +130,8 @@ class LocalEnvironment(Machine, Environment):
         if root and not settings.get("state_dir"):
             settings["state_dir"] = str(Path(root) / Path(state_dir_for(run_key)).name)
         super().__init__(run_key, settings)
+        #: the settings, typed: every default is LocalSettings'
+        self.local_settings = local_settings(self.settings)
 
     # -- provision / host setup ------------------------------------------------
     def provision(self) -> dict[str, Any]:
@@ -136,12 +150,11 @@ class LocalEnvironment(Machine, Environment):
     def setup_hosts(self) -> dict[str, Any]:
         """tuned profile, time sync, disk baseline and description of this host."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        size = int(self.settings.get("disk_baseline_mb", 64))
+        size = self.local_settings.disk_baseline_mb
         record = {
             "name": self.host.name,
             "role": self.host.role,
-            "tuned": hostsetup.apply_tuned_profile(self.host, self.settings.get("tuned_profile",
-                                                                                "latency-performance")),
+            "tuned": hostsetup.apply_tuned_profile(self.host, self.local_settings.tuned_profile),
             "time_sync": hostsetup.time_sync(self.host, single_host=True),
             "disk": (hostsetup.disk_baseline(self.host, str(self.state_dir), size_mb=size) if size > 0
                      else {"note": "disk baseline skipped (disk_baseline_mb = 0)"}),
@@ -154,8 +167,6 @@ class LocalEnvironment(Machine, Environment):
     # -- phases: host metrics (the same sampler as on aws hosts) ----------------------------
     def before_phase(self, phase: str, label: str) -> dict[str, Any]:
         """Start this machine's metrics sampler (CPU, memory, disk, network) for the phase."""
-        from .. import hostmetrics
-
         out = self.state_dir / "metrics" / f"{label}.jsonl"
         rec: dict[str, Any] = {"phase": phase, "label": label,
                                "page_cache": [{"host": self.host.name, "dropped": False,
@@ -165,7 +176,7 @@ class LocalEnvironment(Machine, Environment):
             # own CPU: processes with this state dir's marker, and this task with its ancestors;
             # every other process's CPU is foreign (docs/results-format.md, "Status")
             hostmetrics.start(str(self.state_dir), str(out), self.host.name,
-                              float(self.settings.get("metrics_interval_s", 1.0)),
+                              self.local_settings.metrics_interval_s,
                               own_pids=hostmetrics.own_chain(os.getpid()))
             rec["metrics"] = [{"host": self.host.name, "file": str(out)}]
         except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
