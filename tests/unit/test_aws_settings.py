@@ -134,9 +134,11 @@ def test_lifetime_shorter_than_the_run_is_refused():
     ({"controller_cidr": ""}, "environmentSettings.controller_cidr", "required"),
     ({"controller_cidr": "my laptop"}, "environmentSettings.controller_cidr", "not an address"),
     ({"controller_cidr": "0.0.0.0/0"}, "environmentSettings.controller_cidr", "whole internet"),
-    ({"deploy_mode": "docker"}, "environmentSettings.deploy_mode", "'install', 'local'"),
-    ({"address": "elastic"}, "environmentSettings.address", "'private', 'public'"),
-    ({"worker_pip_args": "--pre"}, "environmentSettings.worker_pip_args", "list of strings"),
+    ({"deploy_mode": "docker"}, "environmentSettings.deploy_mode", "'install' or 'local' (got 'docker')"),
+    ({"address": "elastic"}, "environmentSettings.address", "'private' or 'public'"),
+    ({"worker_pip_args": "--pre"}, "environmentSettings.worker_pip_args", "valid list"),
+    ({"worker_pip_args": ["--pre", 3]}, "environmentSettings.worker_pip_args.1", "valid string"),
+    ({"broker_versions": "3.9.1"}, "params.broker_versions", "valid dictionary"),
 ])
 def test_other_settings(settings, field, text):
     e = refused(settings)

@@ -30,6 +30,7 @@ Settings (suite ``environmentSettings``, run params override some): see
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import shlex
@@ -37,8 +38,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
+from pydantic import ValidationError
 from typing_extensions import override
 
 from ...spec.errors import SpecError
@@ -612,6 +614,12 @@ def needs_metadata(settings: dict[str, Any], brokers: list[str]) -> bool:
         str(settings["broker_versions"]["kafka"]), settings.get("kafka_mode")) == "zookeeper")
 
 
+class Refuse(Protocol):
+    """Raise :class:`AwsSettingsError` for a setting (``key``, and ``sub`` within it), named where it came from."""
+
+    def __call__(self, key: str, message: str, sub: str | None = None) -> NoReturn: ...
+
+
 def check_plan(plan: Any, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`check_settings` for a plan of the aws environment: its
     ``environment_settings`` (params already merged in) and brokers. ``params``, the
@@ -647,28 +655,40 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
     def refuse(key: str, message: str, sub: str | None = None) -> NoReturn:
         raise AwsSettingsError(message, field(key, sub))
 
-    def one_of(key: str, allowed: tuple[Any, ...]) -> None:
-        if s.get(key) not in allowed:
-            refuse(key, f"{s.get(key)!r} is not one of {', '.join(repr(a) for a in allowed)}")
-
     for b in brokers:
         if b not in VERSIONS:
             raise AwsSettingsError(f"unknown broker {b!r}; the aws environment runs {', '.join(VERSIONS)}",
                                    "brokers")
-    one_of("deploy_mode", ("install", "local"))
-    one_of("address", ("private", "public"))
-    one_of("worker_install", ("auto", "never"))
-    one_of("kafka_mode", (None, "kraft", "zookeeper"))
-    if not isinstance(s.get("worker_pip_args"), list) or not all(isinstance(a, str) for a in s["worker_pip_args"]):
-        refuse("worker_pip_args", f"expected a list of strings, got {s.get('worker_pip_args')!r}")
+    _check_types(s, refuse)
+    _check_network(s, refuse)
+    versions = _check_versions(s, brokers, refuse)
+    _check_profile(s, refuse)
+    counts = _check_counts(s, brokers, versions, refuse)
+    types, prices = _check_instance_types(s, counts, refuse)
+    return _check_cost(s, plan, types, counts, prices, refuse)
 
-    # required account/network settings
+
+#: the settings whose type or choice AwsSettings states (the rules below add ranges and cross-field checks)
+TYPED = ("deploy_mode", "address", "worker_install", "kafka_mode", "worker_pip_args", "broker_versions",
+         "instance_types", "prices_usd_per_hour", "cost_cap_usd", "max_lifetime_hours")
+
+
+def _check_types(s: dict[str, Any], refuse: Refuse) -> None:
+    """Types and choices, as :class:`AwsSettings` declares them; the first wrong one refused by name."""
+    try:
+        AwsSettings.model_validate({k: v for k, v in s.items() if k in TYPED})
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        refuse(loc[0], f"{err['msg']} (got {err.get('input')!r})", ".".join(loc[1:]) or None)
+
+
+def _check_network(s: dict[str, Any], refuse: Refuse) -> None:
+    """The account and network settings without which nothing can be provisioned safely."""
     for key in ("ami", "controller_cidr"):
         if not s.get(key):
             refuse(key, "required for the aws environment (site settings BROKERBENCH_AWS_SETTINGS, the suite's "
                         "environmentSettings or params); see docs/aws.md")
-    import ipaddress
-
     try:
         net = ipaddress.ip_network(str(s["controller_cidr"]), strict=False)
     except ValueError:
@@ -678,10 +698,10 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
         refuse("controller_cidr", f"{s['controller_cidr']} would open SSH and the broker ports to the whole "
                                   "internet; give the controller's own address")
 
-    # versions
-    versions = s.get("broker_versions")
-    if not isinstance(versions, dict):
-        refuse("broker_versions", f"expected a mapping broker -> version, got {versions!r}")
+
+def _check_versions(s: dict[str, Any], brokers: list[str], refuse: Refuse) -> dict[str, Any]:
+    """Installed brokers: a version the install scripts know, and Kafka's metadata mode for it."""
+    versions = s.get("broker_versions") or {}
     for b in brokers:
         v = str(versions.get(b) or "")
         if s["deploy_mode"] == "install" and v not in VERSIONS[b]:
@@ -692,15 +712,21 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
             kafka_mode(str(versions["kafka"]), s.get("kafka_mode"))
         except EnvironmentFailure as e:
             refuse("kafka_mode", str(e))
+    return versions
 
-    # tuning profile
+
+def _check_profile(s: dict[str, Any], refuse: Refuse) -> None:
+    """A tuning profile of include/infra/aws/profiles.yaml."""
     known = profiles() or {}
     name = s.get("tuning_profile") or "default"
     if not isinstance(name, str) or name not in known:
         refuse("tuning_profile", f"unknown profile {name!r}; known: {', '.join(sorted(known))} "
                                  "(include/infra/aws/profiles.yaml)")
 
-    # instance counts: suite "counts" refined by the param "instance_counts"
+
+def _check_counts(s: dict[str, Any], brokers: list[str], versions: dict[str, Any], refuse: Refuse) -> dict[str, int]:
+    """Instances per role: the suite's ``counts`` refined by the param ``instance_counts``; every role the
+    brokers need has at least one."""
     meta = needs_metadata(s, brokers)
     for key in ("counts", "instance_counts"):
         given = s.get(key)
@@ -729,15 +755,16 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
         why = "pulsar" if "pulsar" in brokers else f"kafka {versions['kafka']} in ZooKeeper mode"
         refuse(count_key("metadata"), f"at least 1 metadata (ZooKeeper) instance is needed for {why} "
                                       f"(got {counts['metadata']})", "metadata")
+    return counts
 
-    # instance types, prices
+
+def _check_instance_types(s: dict[str, Any], counts: dict[str, int],
+                          refuse: Refuse) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An instance type for every role that has instances, each with a known hourly price."""
     prices = s.get("prices_usd_per_hour") or {}
-    if not isinstance(prices, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in prices.values()):
+    if not all(not isinstance(v, bool) and v > 0 for v in prices.values()):
         refuse("prices_usd_per_hour", f"expected a mapping instance type -> positive USD per hour, got {prices!r}")
-    types = s.get("instance_types")
-    if not isinstance(types, dict):
-        refuse("instance_types", f"expected a mapping role -> instance type, got {types!r}")
+    types = s.get("instance_types") or {}
     table = {**aws_fleet.PRICES_USD_PER_HOUR, **prices}
     for role in types:
         if role not in aws_fleet.ROLES:
@@ -752,8 +779,12 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
             refuse("instance_types", f"no hourly price known for {itype!r}, so the cost cap cannot be checked: "
                                      f"add it to the setting prices_usd_per_hour, or use one of "
                                      f"{', '.join(sorted(table))}", role)
+    return types, prices
 
-    # cost and lifetime
+
+def _check_cost(s: dict[str, Any], plan: Any | None, types: dict[str, Any], counts: dict[str, int],
+                prices: dict[str, Any], refuse: Refuse) -> dict[str, Any]:
+    """The expected cost under the cap and the lifetime; returns the cost estimate."""
     for key in ("cost_cap_usd", "max_lifetime_hours"):
         number = s.get(key)
         if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0):
