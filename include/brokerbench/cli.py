@@ -306,34 +306,46 @@ def _cmd_bench(args) -> int:
     started = time.time()
     scan = OutputScan()
     with log:
-        # `airflow dags test` runs every task in its own process: the environment's lease is bound to it, so a
-        # run stopped with Ctrl-C does not keep the environment until the lease expires
-        env = dict(os.environ, BROKERBENCH_LEASE_BOUND_TO_PROCESS="1")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
-                                start_new_session=True)
-        assert proc.stdout is not None
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-        try:
-            for line in proc.stdout:
-                log.write(line)
-                scan.feed(line)
-                shown = line.rstrip("\n") if args.verbose else _terminal_line(line)
-                if shown is not None:
-                    print(shown, flush=True)
-            rc = proc.wait()
-        except KeyboardInterrupt:
-            # Ctrl-C or SIGTERM: stop the run, then tear down what it started (teardown always runs)
-            print("brokerbench: stopped; stopping the run and tearing it down", file=sys.stderr, flush=True)
-            _stop(proc)
-            run_id = scan.run_id or _lookup_run_id(dag_id, logical_date)
-            if run_id:
-                print(f"brokerbench: {stop_run(suite.name, dag_id, run_id, conf)}", file=sys.stderr, flush=True)
-            print(f"brokerbench: full log: {log_path}", file=sys.stderr)
-            return 130
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    elapsed = time.time() - started
-    print(f"brokerbench: {dag_id} finished in {elapsed:.0f} s with exit code {rc}", flush=True)
+        rc = _relay_dags_test(cmd, log, scan, args.verbose)
+    if rc is None:  # stopped: tear down what the run started (teardown always runs)
+        run_id = scan.run_id or _lookup_run_id(dag_id, logical_date)
+        if run_id:
+            print(f"brokerbench: {stop_run(suite.name, dag_id, run_id, conf)}", file=sys.stderr, flush=True)
+        print(f"brokerbench: full log: {log_path}", file=sys.stderr)
+        return 130
+    print(f"brokerbench: {dag_id} finished in {time.time() - started:.0f} s with exit code {rc}", flush=True)
+    return _report_outcome(rc, scan, dag_id, logical_date, results_root, log_path)
+
+
+def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool) -> int | None:
+    """Run ``airflow dags test``: every line to the log and the scan, the progress lines to the terminal.
+    Returns its exit code, or None when Ctrl-C or SIGTERM stopped it (then the process group is stopped)."""
+    # `airflow dags test` runs every task in its own process: the environment's lease is bound to it, so a
+    # run stopped with Ctrl-C does not keep the environment until the lease expires
+    env = dict(os.environ, BROKERBENCH_LEASE_BOUND_TO_PROCESS="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        for line in proc.stdout:
+            log.write(line)
+            scan.feed(line)
+            shown = line.rstrip("\n") if verbose else _terminal_line(line)
+            if shown is not None:
+                print(shown, flush=True)
+        return proc.wait()
+    except KeyboardInterrupt:
+        print("brokerbench: stopped; stopping the run and tearing it down", file=sys.stderr, flush=True)
+        _stop(proc)
+        return None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report_outcome(rc: int, scan: OutputScan, dag_id: str, logical_date: str, results_root: str,
+                    log_path: Path) -> int:
+    """After the run: why it was refused, or where its summary and report are, and which tasks failed."""
     if rc and not scan.run_started and scan.last_exception:
         # e.g. a refused param: Airflow raises before the run exists
         print("brokerbench: no DAG run was created:", file=sys.stderr)
@@ -348,6 +360,25 @@ def _cmd_bench(args) -> int:
             print(f"  {line}", file=sys.stderr)
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
         return rc or 1
+    report_found = _print_results(results_root, dag_id, run_id)
+    if rc:
+        failed = scan.failed_tasks()
+        if failed:
+            print("brokerbench: the run failed; failed task(s):", file=sys.stderr)
+            for task, error in failed.items():
+                print(f"  {task}: {_shorten(error) or '(no exception in the output)'}", file=sys.stderr)
+        else:
+            print("brokerbench: the run failed: " + "\n  ".join(scan.reason), file=sys.stderr)
+    if not report_found:
+        print(f"brokerbench: no report was written for run {run_id}; see {log_path}", file=sys.stderr)
+        return rc or 1
+    if rc:
+        print(f"brokerbench: full log: {log_path}", file=sys.stderr)
+    return rc
+
+
+def _print_results(results_root: str, dag_id: str, run_id: str) -> bool:
+    """The run's text summary and where its files are; whether its report exists."""
     run_dir = run_dir_for(results_root, dag_id, run_id)
     run_uri = run_uri_for(results_root, dag_id, run_id)
     if (run_dir / "summary" / "summary.csv").exists():
@@ -364,20 +395,7 @@ def _cmd_bench(args) -> int:
     elif report_found:
         print(f"brokerbench: summary: {run_dir / 'summary' / 'summary.csv'}")
         print(f"brokerbench: report:  {run_dir / 'report.html'}")
-    if rc:
-        failed = scan.failed_tasks()
-        if failed:
-            print("brokerbench: the run failed; failed task(s):", file=sys.stderr)
-            for task, error in failed.items():
-                print(f"  {task}: {_shorten(error) or '(no exception in the output)'}", file=sys.stderr)
-        else:
-            print("brokerbench: the run failed: " + "\n  ".join(scan.reason), file=sys.stderr)
-    if not report_found:
-        print(f"brokerbench: no report was written for run {run_id}; see {log_path}", file=sys.stderr)
-        return rc or 1
-    if rc:
-        print(f"brokerbench: full log: {log_path}", file=sys.stderr)
-    return rc
+    return report_found
 
 
 def _shorten(text: str, limit: int = 400) -> str:
