@@ -43,9 +43,28 @@ def _with_keys(stats: DataFrame, groups: DataFrame, level: int, sweep: bool) -> 
 def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
                   provenance: DataFrame | None, contention: DataFrame | None) -> DataFrame:
     """One row per run x workload x broker x driver x variant, sorted (docs/aggregation-and-report.md)."""
-    meta = _measured_meta(scalars)
-    no_strings = F.array().cast("array<string>")
-    ends = scalars.filter(F.col("record") == "end").select(
+    identity = _identity(_measured_meta(scalars), _worker_ends(scalars))
+    counters = _counters(measured_intervals(scalars))
+    latency = widen(_with_keys(stats, groups, 1, False), KEYS, STANDARD_PERCENTILES)
+    summary = identity.join(counters, on=KEYS, how="left").join(latency, on=KEYS, how="left")
+    summary = _with_validity(_with_provenance(summary, provenance), contention)
+    return summary.select(*_summary_columns()).orderBy("run", *COMBO)
+
+
+def _no_strings() -> F.Column:
+    """An empty array of strings (a column default); a function, as a column needs a running Spark."""
+    return F.array().cast("array<string>")
+
+
+def _rate(col: str) -> F.Column:
+    """Per second of load (see _counters)."""
+    return F.when(F.col("measured_seconds") > 0, F.col(col) / F.col("measured_seconds"))
+
+
+def _worker_ends(scalars: DataFrame) -> DataFrame:
+    """Per worker file: how it ended, and its validity as the worker judged it."""
+    no_strings = _no_strings()
+    return scalars.filter(F.col("record") == "end").select(
         "run", "file", F.col("status").alias("end_status"), F.col("error").alias("end_error"), "cpu_percent",
         F.col("validity.client_bound").alias("client_bound"),
         F.col("validity.reasons").alias("validity_reasons"),
@@ -59,9 +78,11 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
             no_strings,
         ).alias("worker_invalid"),
     )
-    intervals = measured_intervals(scalars)
 
-    # -- per worker file: how it ended ------------------------------------------------
+
+def _identity(meta: DataFrame, ends: DataFrame) -> DataFrame:
+    """Per row: what ran (libraries, hosts, sizes, clients) and each worker file's problem or invalid reasons."""
+    no_strings = _no_strings()
     files = meta.join(ends, on=["run", "file"], how="left").withColumn(
         "problem",
         F.when(F.col("end_status").isNull(),
@@ -70,7 +91,7 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
               F.concat(F.lit("worker "), F.col("worker"), F.lit(" ended with "), F.col("end_status"),
                        F.lit(": "), F.coalesce(F.col("end_error"), F.lit("no error message")))),
     )
-    identity = files.groupBy(*KEYS).agg(
+    return files.groupBy(*KEYS).agg(
         F.countDistinct("worker").alias("workers"),
         F.concat_ws(",", F.array_sort(F.collect_set("client_library"))).alias("client_library"),
         F.concat_ws(",", F.array_sort(F.collect_set("client_library_version"))).alias("client_library_version"),
@@ -105,7 +126,9 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
         .otherwise(F.col("worker_invalid_plain")),
     ).drop("problems", "worker_invalid_plain", "worker_invalid_named")
 
-    # -- counters -------------------------------------------------------------------
+
+def _counters(intervals: DataFrame) -> DataFrame:
+    """Messages sent, acknowledged, received, errors, the backlog at the end, and the seconds of load."""
     last_interval = Window.partitionBy("run", "file").orderBy(F.col("index").desc())
     backlog_end = (
         intervals.withColumn("rn", F.row_number().over(last_interval))
@@ -118,7 +141,7 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
     # acks and receipts, but not its time (it would understate the rate). A
     # phase that sends nothing (consumer-only) uses its whole span.
     sending = F.col("sent") > 0
-    counters = intervals.groupBy(*KEYS).agg(
+    return intervals.groupBy(*KEYS).agg(
         F.countDistinct("index").alias("intervals"),
         F.coalesce(
             (F.max(F.when(sending, F.col("end_ns"))) - F.min(F.when(sending, F.col("start_ns")))) / 1e9,
@@ -130,13 +153,9 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
         F.sum("send_errors").alias("send_errors"),
     ).join(backlog_end, on=KEYS, how="left")
 
-    def rate(col: str) -> F.Column:
-        return F.when(F.col("measured_seconds") > 0, F.col(col) / F.col("measured_seconds"))
 
-    # -- latency: the whole phase's merged histograms ------------------------------------
-    latency = widen(_with_keys(stats, groups, 1, False), KEYS, STANDARD_PERCENTILES)
-
-    summary = identity.join(counters, on=KEYS, how="left").join(latency, on=KEYS, how="left")
+def _with_provenance(summary: DataFrame, provenance: DataFrame | None) -> DataFrame:
+    """The broker implementation, version and durability of each row (nulls without a provenance)."""
     if provenance is not None:
         summary = summary.join(provenance, on=["run", "broker", "variant"], how="left")
     else:
@@ -144,9 +163,13 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
                             ("durability_honoured", "boolean"), ("durability_note", "string"),
                             ("durability_settings", "string")):
             summary = summary.withColumn(name, F.lit(None).cast(dtype))
+    return summary
 
-    # -- validity: which rows may serve as a baseline (docs/results-format.md) ------------
-    publish_rate = rate("messages_acked")
+
+def _with_validity(summary: DataFrame, contention: DataFrame | None) -> DataFrame:
+    """Which rows may serve as a baseline (docs/results-format.md): invalid_reasons and status."""
+    no_strings = _no_strings()
+    publish_rate = _rate("messages_acked")
     below_target = F.when(
         F.col("kind").isin(*FIXED_RATE_KINDS) & (F.col("target_rate_msg_s") > 0) & publish_rate.isNotNull()
         & (publish_rate < F.lit(RATE_MIN_RATIO) * F.col("target_rate_msg_s")),
@@ -175,8 +198,12 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
                           F.concat(F.lit("invalid: "), F.col("invalid_reasons")))
                     .otherwise(F.lit("ok")))
     )
+    return summary
 
-    return summary.select(
+
+def _summary_columns() -> list[str | F.Column]:
+    """The summary's columns, in order."""
+    return [
         "run",
         *COMBO,
         "broker_implementation", "broker_version",
@@ -184,10 +211,10 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
         "client_library", "client_library_version", "brokerbench_version", "client_hosts",
         "message_size_bytes", "topics", "partitions_per_topic", "producers", "consumers",
         "target_rate_msg_s",
-        rate("messages_acked").alias("publish_rate_msg_s"),
-        rate("messages_sent").alias("send_rate_msg_s"),
-        rate("messages_received").alias("consume_rate_msg_s"),
-        rate("send_errors").alias("publish_error_rate_msg_s"),
+        _rate("messages_acked").alias("publish_rate_msg_s"),
+        _rate("messages_sent").alias("send_rate_msg_s"),
+        _rate("messages_received").alias("consume_rate_msg_s"),
+        _rate("send_errors").alias("publish_error_rate_msg_s"),
         "measured_seconds", "interval_s", "workers", "intervals",
         "messages_sent", "messages_acked", "messages_received", "send_errors", "backlog_end_msgs",
         *[f"{prefix}_{stat}_{unit}"
@@ -204,7 +231,7 @@ def summary_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame,
         "host_foreign_cpu_mean_percent",
         "invalid_reasons",
         "status",
-    ).orderBy("run", *COMBO)
+    ]
 
 
 def timeseries_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame) -> DataFrame:
