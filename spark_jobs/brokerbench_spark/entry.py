@@ -14,19 +14,22 @@ Contract (docs/aggregation-and-report.md, "Running the jobs on a cluster"):
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from . import pyfiles
 from .merge import RANKED, group_ids, histogram_stats, ranked_percentiles
 from .outputs import csv_text, text_table, write_run_outputs, write_text
 from .reading import read_contention, read_provenance, read_worker_files, worker_files, worker_pattern
 from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, NoMeasuredData
-from .store import executor_env, expand_run_dirs, is_s3, local_path
+from .store import executor_env, expand_run_dirs, is_s3, local_path, s3_client
 from .tables import quantiles_table, summary_table, sweep_table, timeseries_table
 
 #: shuffle partitions: the shuffles carry one small row per record or per merged histogram
@@ -65,10 +68,6 @@ def _by_run(rows: list[dict]) -> dict[int, list[dict]]:
 def ship_package(spark: SparkSession) -> None:
     """The executors import this package to fetch S3 objects: when the driver runs it from its
     source directory (not from a ``--py-files`` zip), ship a zip of it."""
-    import os
-
-    from . import pyfiles
-
     if os.path.isfile(pyfiles.__file__):  # not inside a zip
         spark.sparkContext.addPyFile(pyfiles.build_zip())
 
@@ -92,65 +91,86 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str], outs: Sequence[
     ``outs``: each run's local output directory (default ``<run-dir>/summary``)."""
     dirs = dict(enumerate(run_dirs))
     outs = list(outs) if outs else out_dirs(run_dirs, None)
-    failures: dict[int, NoMeasuredData] = {}
-    files: dict[str, tuple[int, int]] = {}  # worker file -> (run, bytes)
-    client = None
-    if any(is_s3(d) for d in run_dirs):
-        from .store import s3_client
-        client = s3_client()
+    client = s3_client() if any(is_s3(d) for d in run_dirs) else None
     ship_package(spark)  # the executors merge the buckets with this package's code
+    files, failures = _find_worker_files(dirs, client)
+    tables = _aggregate(spark, files, dirs, client, failures) if files else Tables()
+    return _write_outputs(spark, dirs, outs, tables, failures)
+
+
+@dataclass
+class Tables:
+    """The aggregated tables, as rows per run (index of the run directory)."""
+
+    summary: dict[int, list[dict]] = field(default_factory=dict)
+    timeseries: dict[int, list[dict]] = field(default_factory=dict)
+    quantiles: dict[int, list[dict]] = field(default_factory=dict)
+    sweep: dict[int, list[dict]] = field(default_factory=dict)
+    summary_schema: T.StructType = field(default_factory=lambda: T.StructType([]))
+    timeseries_columns: list[str] = field(default_factory=list)
+
+
+def _find_worker_files(dirs: dict[int, str], client) -> tuple[dict[str, tuple[int, int]], dict[int, NoMeasuredData]]:
+    """Every run's worker files (path -> (run, bytes)); a run without any fails with NoMeasuredData."""
+    failures: dict[int, NoMeasuredData] = {}
+    files: dict[str, tuple[int, int]] = {}
     for run, run_dir in dirs.items():
         sized = worker_files(run_dir, client)
         if sized:
             files.update((p, (run, n)) for p, n in sized)
         else:
             failures[run] = NoMeasuredData(f"no worker files match {worker_pattern(run_dir)}")
+    return files, failures
 
-    summary: dict[int, list[dict]] = {}
-    timeseries: dict[int, list[dict]] = {}
-    quantiles: dict[int, list[dict]] = {}
-    sweep: dict[int, list[dict]] = {}
-    summary_schema = T.StructType([])
-    timeseries_columns: list[str] = []
-    if files:
-        raw_scalars, histograms = read_worker_files(spark, files, RANKED)
-        raw_scalars = raw_scalars.cache()
-        metas = [r.asDict() for r in raw_scalars.filter(
-            (F.col("record") == "meta") & F.col("phase").isin("measure", "sweep"))
-            .select("run", "file", "phase", "worker", *COMBO).collect()]
-        # the files with a measured or sweep phase (other files drop out here)
-        measured_files = F.broadcast(spark.createDataFrame(
-            sorted({(m["run"], m["file"]) for m in metas}), "run int, file string"))
-        scalars = raw_scalars.join(measured_files, on=["run", "file"], how="inner")
-        groups, file_groups, group_rows = group_ids(spark, metas)
-        stats = histogram_stats(scalars, ranked_percentiles(histograms, groups), file_groups).cache()
 
-        ts_df = timeseries_table(scalars, stats, groups)
-        timeseries_columns = [c for c in ts_df.columns if c != "run"]
-        timeseries = _by_run([r.asDict() for r in ts_df.collect()])
-        for run in sorted({run for run, _ in files.values()}):
-            if run not in timeseries:
-                failures[run] = NoMeasuredData(
-                    f"no interval records of phase 'measure' under {dirs[run]}/raw")
-        measured = {run: dirs[run] for run in sorted(timeseries)}
+def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dict[int, str], client,
+               failures: dict[int, NoMeasuredData]) -> Tables:
+    """Read the files, merge the histograms per interval and per phase, build the tables of the measured runs
+    (a run whose files hold no measured interval is added to ``failures``)."""
+    tables = Tables()
+    raw_scalars, histograms = read_worker_files(spark, files, RANKED)
+    raw_scalars = raw_scalars.cache()
+    metas = [r.asDict() for r in raw_scalars.filter(
+        (F.col("record") == "meta") & F.col("phase").isin("measure", "sweep"))
+        .select("run", "file", "phase", "worker", *COMBO).collect()]
+    # the files with a measured or sweep phase (other files drop out here)
+    measured_files = F.broadcast(spark.createDataFrame(
+        sorted({(m["run"], m["file"]) for m in metas}), "run int, file string"))
+    scalars = raw_scalars.join(measured_files, on=["run", "file"], how="inner")
+    groups, file_groups, group_rows = group_ids(spark, metas)
+    stats = histogram_stats(scalars, ranked_percentiles(histograms, groups), file_groups).cache()
 
-        if any(g["sweep"] for g in group_rows):
-            sweep = _by_run([r.asDict() for r in sweep_table(scalars, stats, groups).collect()])
-        if measured:
-            summary_df = summary_table(scalars, stats, groups, read_provenance(spark, measured, client),
-                                       read_contention(spark, measured, client)).filter(F.col("run").isin(list(measured)))
-            summary_schema = T.StructType([f for f in summary_df.schema.fields if f.name != "run"])
-            summary = _by_run([r.asDict() for r in summary_df.collect()])
-            qrows = [r.asDict() for r in quantiles_table(stats, groups)
-                     .filter(F.col("run").isin(list(measured))).collect()]
-            for q in qrows:
-                q["metric"] = METRIC_NAMES[q["metric"]]
-            quantiles = _by_run(qrows)
+    ts_df = timeseries_table(scalars, stats, groups)
+    tables.timeseries_columns = [c for c in ts_df.columns if c != "run"]
+    tables.timeseries = _by_run([r.asDict() for r in ts_df.collect()])
+    for run in sorted({run for run, _ in files.values()}):
+        if run not in tables.timeseries:
+            failures[run] = NoMeasuredData(
+                f"no interval records of phase 'measure' under {dirs[run]}/raw")
+    measured = {run: dirs[run] for run in sorted(tables.timeseries)}
 
+    if any(g["sweep"] for g in group_rows):
+        tables.sweep = _by_run([r.asDict() for r in sweep_table(scalars, stats, groups).collect()])
+    if measured:
+        summary_df = summary_table(scalars, stats, groups, read_provenance(spark, measured, client),
+                                   read_contention(spark, measured, client)).filter(F.col("run").isin(list(measured)))
+        tables.summary_schema = T.StructType([f for f in summary_df.schema.fields if f.name != "run"])
+        tables.summary = _by_run([r.asDict() for r in summary_df.collect()])
+        qrows = [r.asDict() for r in quantiles_table(stats, groups)
+                 .filter(F.col("run").isin(list(measured))).collect()]
+        for q in qrows:
+            q["metric"] = METRIC_NAMES[q["metric"]]
+        tables.quantiles = _by_run(qrows)
+    return tables
+
+
+def _write_outputs(spark: SparkSession, dirs: dict[int, str], outs: list[str], tables: Tables,
+                   failures: dict[int, NoMeasuredData]) -> int:
+    """Each run's summary, time series, quantiles and sweep files; 2 when a run had nothing measured."""
     rc = 0
-    for run, run_dir in dirs.items():
+    for run in dirs:
         out = outs[run]
-        steps = sweep.get(run, [])
+        steps = tables.sweep.get(run, [])
         if steps:
             write_text(f"{out}/sweep.csv", csv_text(steps, list(steps[0].keys())))
             print(f"brokerbench aggregate: {len(steps)} sweep step rows -> {out}/sweep.csv")
@@ -161,10 +181,11 @@ def aggregate_runs(spark: SparkSession, run_dirs: Sequence[str], outs: Sequence[
             print(f"brokerbench aggregate: no measured data: {failures[run]}", file=sys.stderr)
             rc = 2
             continue
-        rows = summary[run]
-        write_run_outputs(out, rows, summary_schema, timeseries[run], timeseries_columns,
-                          quantiles.get(run, []), ALL_PERCENTILES, spark.version)
-        print(f"brokerbench aggregate: {len(rows)} summary rows, {len(timeseries[run])} interval rows -> {out}")
+        rows = tables.summary[run]
+        write_run_outputs(out, rows, tables.summary_schema, tables.timeseries[run], tables.timeseries_columns,
+                          tables.quantiles.get(run, []), ALL_PERCENTILES, spark.version)
+        print(f"brokerbench aggregate: {len(rows)} summary rows, {len(tables.timeseries[run])} interval rows "
+              f"-> {out}")
         print(text_table(rows))
         for r in rows:
             if r["status"] != "ok":

@@ -223,7 +223,7 @@ def test_provision_reuses_consistent_leftovers_and_terminates_the_rest(moto_serv
 
 def test_bad_settings_are_refused_before_any_ec2_call(moto_server, sshd, tmp_path, monkeypatch):
     from brokerbench.environments.aws import fleet as aws_fleet
-    from brokerbench.environments.aws.environment import AwsSettingsError
+    from brokerbench.environments.aws.settings_check import AwsSettingsError
 
     def no_ec2(*a, **kw):
         raise AssertionError("EC2 was called")

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from brokerbench.environments.aws import fleet as aws_fleet
-from brokerbench.environments.aws.environment import AwsSettingsError, check_plan, check_settings
+from brokerbench.environments.aws.settings_check import AwsSettingsError, check_plan, check_settings
 from brokerbench.environments.base import EnvironmentFailure
 from brokerbench.spec import SpecError, build_plan, load_suite
 

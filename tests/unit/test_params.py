@@ -71,7 +71,7 @@ def test_the_worker_refuses_a_bad_job_file_before_connecting(tmp_path):
 
 
 def test_aws_defaults_are_the_typed_settings_defaults():
-    from brokerbench.environments.aws.environment import DEFAULTS
+    from brokerbench.environments.aws.settings_check import DEFAULTS
     from brokerbench.environments.settings import AwsSettings, LocalSettings, defaults
 
     assert DEFAULTS == defaults(AwsSettings)

@@ -1,9 +1,9 @@
 """The environments' settings (a suite's ``environmentSettings``, refined by run params), typed.
 
 One model per environment declares every setting: its type, default and
-meaning. The aws environment's :data:`~brokerbench.environments.aws.environment.DEFAULTS`
+meaning. The aws environment's :data:`~brokerbench.environments.aws.settings_check.DEFAULTS`
 are :class:`AwsSettings`' defaults; its settings check
-(``aws.environment.check_settings``) refuses a bad value naming the setting,
+(``aws.settings_check.check_settings``) refuses a bad value naming the setting,
 before any machine exists.
 """
 

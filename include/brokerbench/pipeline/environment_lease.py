@@ -20,8 +20,8 @@ def lease_scope(ctx: RunContext) -> tuple[str, int]:
     if env == "local":
         return lease.scope_for(env), 1
     if env == "aws":
-        # the aws environment loads boto3 and paramiko: only for an aws run
-        from brokerbench.environments.aws.environment import merge_settings
+        # the aws package (its templates, scripts and fleet): only for an aws run
+        from brokerbench.environments.aws.settings_check import merge_settings
 
         settings, _ = merge_settings(ctx._env_settings())  # defaults < suite and params < site settings
     else:

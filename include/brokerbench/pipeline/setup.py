@@ -28,8 +28,8 @@ def validate(ctx: RunContext) -> dict[str, Any]:
         plan.environment_settings[key] = value
     if plan.environment == "aws":
         # profiles, counts, versions, types, cost cap: refused here, naming the setting, before any machine
-        # the aws environment loads boto3 and paramiko: only for an aws run
-        from brokerbench.environments.aws.environment import check_plan
+        # the aws package (its templates, scripts and fleet): only for an aws run
+        from brokerbench.environments.aws.settings_check import check_plan
 
         check_plan(plan, ctx.params)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,258 @@
+"""The aws settings, checked before any machine exists: defaults < the suite's environmentSettings refined by
+params < the site's settings (``BROKERBENCH_AWS_SETTINGS``), merged; then every rule that can be known without a
+machine - types and choices by :class:`~brokerbench.environments.settings.AwsSettings`, the rest (network,
+versions, profiles, counts, instance types, cost) here. A refusal is an :class:`AwsSettingsError` naming the
+setting and where its value came from."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from pathlib import Path
+from typing import Any, NoReturn, Protocol
+
+from pydantic import ValidationError
+
+from ...spec.errors import SpecError
+from ..base import EnvironmentFailure
+from ..settings import AwsSettings, defaults
+from . import fleet as aws_fleet
+from .brokers import VERSIONS, kafka_mode
+from .templates import profiles
+
+#: the environment's defaults: AwsSettings' (docs/aws.md)
+DEFAULTS: dict[str, Any] = defaults(AwsSettings)
+
+#: aws settings that are also run params (``brokerbench.spec.params.ENVIRONMENT_PARAMS``): errors name them ``params.<key>``
+PARAM_SETTINGS = ("broker_versions", "instance_types", "instance_counts", "cost_cap_usd", "tuning_profile")
+#: at most this many instances per role (a typo such as 30 instead of 3 is refused, not billed)
+MAX_INSTANCES_PER_ROLE = 30
+
+
+class AwsSettingsError(SpecError, EnvironmentFailure):
+    """A setting of the aws environment that cannot work, found before any machine
+    exists. A SpecError (the validate task fails at once, without retry) whose field
+    says where the value comes from: ``params.<key>`` (a run param),
+    ``environmentSettings.<key>`` (the suite) or ``BROKERBENCH_AWS_SETTINGS.<key>``
+    (the site settings); and an EnvironmentFailure for callers of provision."""
+
+    def __init__(self, message: str, field: str):
+        SpecError.__init__(self, message, None, field)
+
+
+def merge_settings(settings: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The settings the environment runs with: :data:`DEFAULTS` < the given settings
+    (suite environmentSettings refined by params) < site settings; the mappings
+    ``instance_types`` and ``broker_versions`` merged key by key. Returns (merged, site)."""
+    site = site_settings()
+    given = {**{k: v for k, v in (settings or {}).items() if v is not None}, **site}
+    merged = {**DEFAULTS, **given}
+    for key in ("instance_types", "broker_versions"):
+        ours, theirs = (settings or {}).get(key), site.get(key)
+        if all(v is None or isinstance(v, dict) for v in (ours, theirs)):
+            merged[key] = {**DEFAULTS[key], **(ours or {}), **(theirs or {})}
+    return merged, site
+
+
+def needs_metadata(settings: dict[str, Any], brokers: list[str]) -> bool:
+    """ZooKeeper hosts are needed by Pulsar, and by Kafka in ZooKeeper mode (installed brokers only)."""
+    if settings["deploy_mode"] == "local":
+        return False
+    return "pulsar" in brokers or ("kafka" in brokers and kafka_mode(
+        str(settings["broker_versions"]["kafka"]), settings.get("kafka_mode")) == "zookeeper")
+
+
+class Refuse(Protocol):
+    """Raise :class:`AwsSettingsError` for a setting (``key``, and ``sub`` within it), named where it came from."""
+
+    def __call__(self, key: str, message: str, sub: str | None = None) -> NoReturn: ...
+
+
+def check_plan(plan: Any, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`check_settings` for a plan of the aws environment: its
+    ``environment_settings`` (params already merged in) and brokers. ``params``, the
+    run's params, only sharpen the error's field name (``params.<key>`` when the run
+    param gave the value). Returns the cost estimate."""
+    brokers = list(dict.fromkeys(i.broker for i in plan.items))
+    return check_settings(plan.environment_settings, brokers, plan, params=params, merged=False)
+
+
+def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | None = None, *,
+                   params: dict[str, Any] | None = None, merged: bool = True) -> dict[str, Any]:
+    """Everything about the aws settings that can be known before a machine exists;
+    raises :class:`AwsSettingsError` (a SpecError) naming the setting, returns the
+    cost estimate (the cap compared exactly).
+
+    ``settings`` as the environment holds them (``merged=True``: :func:`merge_settings`
+    already applied) or as given (``merged=False``: suite environmentSettings with
+    the params merged in, as the plan carries them; site settings and defaults are
+    added here)."""
+    site = site_settings() if merged else None
+    s, site = (settings, site) if merged else merge_settings(settings)
+    given_params = {k for k, v in (params or {}).items() if v not in (None, "", {}, [])}
+
+    def field(key: str, sub: str | None = None) -> str:
+        if key in (site or {}):
+            where = "BROKERBENCH_AWS_SETTINGS"
+        elif key in given_params or (key in PARAM_SETTINGS and params is None):
+            where = "params"
+        else:
+            where = "environmentSettings"
+        return f"{where}.{key}" + (f".{sub}" if sub else "")
+
+    def refuse(key: str, message: str, sub: str | None = None) -> NoReturn:
+        raise AwsSettingsError(message, field(key, sub))
+
+    for b in brokers:
+        if b not in VERSIONS:
+            raise AwsSettingsError(f"unknown broker {b!r}; the aws environment runs {', '.join(VERSIONS)}",
+                                   "brokers")
+    _check_types(s, refuse)
+    _check_network(s, refuse)
+    versions = _check_versions(s, brokers, refuse)
+    _check_profile(s, refuse)
+    counts = _check_counts(s, brokers, versions, refuse)
+    types, prices = _check_instance_types(s, counts, refuse)
+    return _check_cost(s, plan, types, counts, prices, refuse)
+
+
+#: the settings whose type or choice AwsSettings states (the rules below add ranges and cross-field checks)
+TYPED = ("deploy_mode", "address", "worker_install", "kafka_mode", "worker_pip_args", "broker_versions",
+         "instance_types", "prices_usd_per_hour", "cost_cap_usd", "max_lifetime_hours")
+
+
+def _check_types(s: dict[str, Any], refuse: Refuse) -> None:
+    """Types and choices, as :class:`AwsSettings` declares them; the first wrong one refused by name."""
+    try:
+        AwsSettings.model_validate({k: v for k, v in s.items() if k in TYPED})
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        refuse(loc[0], f"{err['msg']} (got {err.get('input')!r})", ".".join(loc[1:]) or None)
+
+
+def _check_network(s: dict[str, Any], refuse: Refuse) -> None:
+    """The account and network settings without which nothing can be provisioned safely."""
+    for key in ("ami", "controller_cidr"):
+        if not s.get(key):
+            refuse(key, "required for the aws environment (site settings BROKERBENCH_AWS_SETTINGS, the suite's "
+                        "environmentSettings or params); see docs/aws.md")
+    try:
+        net = ipaddress.ip_network(str(s["controller_cidr"]), strict=False)
+    except ValueError:
+        refuse("controller_cidr", f"{s['controller_cidr']!r} is not an address or CIDR block "
+                                  "(e.g. 203.0.113.7/32)")
+    if net.prefixlen == 0:
+        refuse("controller_cidr", f"{s['controller_cidr']} would open SSH and the broker ports to the whole "
+                                  "internet; give the controller's own address")
+
+
+def _check_versions(s: dict[str, Any], brokers: list[str], refuse: Refuse) -> dict[str, Any]:
+    """Installed brokers: a version the install scripts know, and Kafka's metadata mode for it."""
+    versions = s.get("broker_versions") or {}
+    for b in brokers:
+        v = str(versions.get(b) or "")
+        if s["deploy_mode"] == "install" and v not in VERSIONS[b]:
+            refuse("broker_versions", f"{b} version {v!r} is not supported with deploy_mode install; "
+                                      f"supported: {', '.join(VERSIONS[b])}", b)
+    if "kafka" in brokers and s["deploy_mode"] == "install":
+        try:
+            kafka_mode(str(versions["kafka"]), s.get("kafka_mode"))
+        except EnvironmentFailure as e:
+            refuse("kafka_mode", str(e))
+    return versions
+
+
+def _check_profile(s: dict[str, Any], refuse: Refuse) -> None:
+    """A tuning profile of include/infra/aws/profiles.yaml."""
+    known = profiles() or {}
+    name = s.get("tuning_profile") or "default"
+    if not isinstance(name, str) or name not in known:
+        refuse("tuning_profile", f"unknown profile {name!r}; known: {', '.join(sorted(known))} "
+                                 "(include/infra/aws/profiles.yaml)")
+
+
+def _check_counts(s: dict[str, Any], brokers: list[str], versions: dict[str, Any], refuse: Refuse) -> dict[str, int]:
+    """Instances per role: the suite's ``counts`` refined by the param ``instance_counts``; every role the
+    brokers need has at least one."""
+    meta = needs_metadata(s, brokers)
+    for key in ("counts", "instance_counts"):
+        given = s.get(key)
+        if given in (None, {}):
+            continue
+        if not isinstance(given, dict):
+            refuse(key, f"expected a mapping role -> count ({', '.join(aws_fleet.ROLES)}), got {given!r}")
+        for role, n in given.items():
+            if role not in aws_fleet.ROLES:
+                refuse(key, f"unknown role {role!r}; roles: {', '.join(aws_fleet.ROLES)}", str(role))
+            if isinstance(n, bool) or not (isinstance(n, int) or (isinstance(n, float) and n.is_integer())
+                                           or (isinstance(n, str) and n.strip().isdigit())):
+                refuse(key, f"must be a whole number, got {n!r}", role)
+            if not 0 <= int(n) <= MAX_INSTANCES_PER_ROLE:
+                refuse(key, f"must be between 0 and {MAX_INSTANCES_PER_ROLE} (got {n!r})", role)
+    counts = aws_fleet.role_counts(s, meta)
+
+    def count_key(role: str) -> str:
+        """Where the role's count came from: the param instance_counts wins over the suite's counts."""
+        return next((k for k in ("instance_counts", "counts") if role in (s.get(k) or {})), "instance_counts")
+
+    for role in ("broker", "client"):
+        if counts[role] < 1:
+            refuse(count_key(role), f"at least 1 {role} instance is needed (got {counts[role]})", role)
+    if meta and counts["metadata"] < 1:
+        why = "pulsar" if "pulsar" in brokers else f"kafka {versions['kafka']} in ZooKeeper mode"
+        refuse(count_key("metadata"), f"at least 1 metadata (ZooKeeper) instance is needed for {why} "
+                                      f"(got {counts['metadata']})", "metadata")
+    return counts
+
+
+def _check_instance_types(s: dict[str, Any], counts: dict[str, int],
+                          refuse: Refuse) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An instance type for every role that has instances, each with a known hourly price."""
+    prices = s.get("prices_usd_per_hour") or {}
+    if not all(not isinstance(v, bool) and v > 0 for v in prices.values()):
+        refuse("prices_usd_per_hour", f"expected a mapping instance type -> positive USD per hour, got {prices!r}")
+    types = s.get("instance_types") or {}
+    table = {**aws_fleet.PRICES_USD_PER_HOUR, **prices}
+    for role in types:
+        if role not in aws_fleet.ROLES:
+            refuse("instance_types", f"unknown role {role!r}; roles: {', '.join(aws_fleet.ROLES)}", str(role))
+    for role, n in counts.items():
+        if n <= 0:
+            continue
+        itype = types.get(role)
+        if not isinstance(itype, str) or not itype:
+            refuse("instance_types", f"no instance type for the {n} {role} instance(s)", role)
+        if itype not in table:
+            refuse("instance_types", f"no hourly price known for {itype!r}, so the cost cap cannot be checked: "
+                                     f"add it to the setting prices_usd_per_hour, or use one of "
+                                     f"{', '.join(sorted(table))}", role)
+    return types, prices
+
+
+def _check_cost(s: dict[str, Any], plan: Any | None, types: dict[str, Any], counts: dict[str, int],
+                prices: dict[str, Any], refuse: Refuse) -> dict[str, Any]:
+    """The expected cost under the cap and the lifetime; returns the cost estimate."""
+    for key in ("cost_cap_usd", "max_lifetime_hours"):
+        number = s.get(key)
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0):
+            refuse(key, f"must be a positive number, got {number!r}")
+    minutes = aws_fleet.expected_minutes(plan)
+    lifetime = s.get("max_lifetime_hours") or round(minutes / 60.0 * 1.5 + 1.0, 2)
+    cap = s.get("cost_cap_usd")
+    cost = aws_fleet.estimate_cost(types, counts, minutes, float(cap) if cap is not None else None,
+                                   float(lifetime), prices)
+    if cost.get("refused"):
+        refuse(cost.get("refused_field") or "cost_cap_usd", f"run refused before provisioning: {cost['refused']}")
+    return cost
+
+
+def site_settings() -> dict[str, Any]:
+    """Settings of this installation (account, network, bastion), which win over the
+    suite's: ``BROKERBENCH_AWS_SETTINGS`` = a JSON file path or inline JSON."""
+    raw = os.environ.get("BROKERBENCH_AWS_SETTINGS", "").strip()
+    if not raw:
+        return {}
+    text = raw if raw.startswith("{") else Path(raw).read_text()
+    return {k: v for k, v in json.loads(text).items() if v is not None}
