@@ -22,6 +22,7 @@ serves every metric.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any, Mapping, Sequence
@@ -88,9 +89,8 @@ def significance(before: Sequence[float], after: Sequence[float]) -> float:
     va, vb = float(np.var(a, ddof=1)), float(np.var(b, ddof=1))
     if va <= 1e-20 and vb <= 1e-20:  # no spread (up to rounding) in either group
         return 0.0 if abs(float(np.mean(a)) - float(np.mean(b))) > 1e-9 else 1.0
-    import warnings
 
-    from scipy import stats
+    from scipy import stats  # scipy: only when two sides are compared
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # nearly identical values: the p value is still defined
@@ -123,7 +123,7 @@ class Change:
 
 
 def _candidates(y: np.ndarray, detector: Detector) -> list[int]:
-    import ruptures
+    import ruptures  # ruptures: only when a series is searched for change points
 
     n = len(y)
     z = (y / noise_scale(y, detector.min_noise)).reshape(-1, 1)

@@ -39,8 +39,8 @@ def read_history(root: str | Path, filters: dict[str, Any] | None = None) -> lis
     schemas are unified, a column a file lacks reads as None. An empty or
     missing store gives [].
     """
-    import pyarrow as pa
-    import pyarrow.dataset as ds
+    import pyarrow as pa  # pyarrow: only where parquet is read or written
+    import pyarrow.dataset as ds  # pyarrow: only where parquet is read or written
 
     root = str(root)
     if "://" not in root and not Path(root).is_dir():

@@ -28,6 +28,7 @@ import fcntl
 import json
 import logging
 import os
+import random
 import re
 import socket
 import time
@@ -130,9 +131,8 @@ class S3Store:
         return self.uri
 
     def update(self, scope: str, change: Callable[[dict[str, Any]], T], attempts: int = 50) -> T:
-        import random
 
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # botocore: only for an s3:// store
 
         key = f"{self.prefix}/{_safe(scope)}.json" if self.prefix else f"{_safe(scope)}.json"
         for attempt in range(attempts):

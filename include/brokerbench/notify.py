@@ -136,9 +136,9 @@ def results_location(context: dict) -> str:
 
 def _base_url() -> str | None:
     try:  # the module moved between Airflow releases: whichever this one has
-        from airflow.sdk.configuration import conf
+        from airflow.sdk.configuration import conf  # Airflow: loaded where this runs under Airflow, not on import
     except ImportError:  # pragma: no cover - older layouts
-        from airflow.configuration import conf
+        from airflow.configuration import conf  # Airflow: loaded where this runs under Airflow, not on import
     try:
         value = conf.get("api", "base_url", fallback=None)
     except Exception:  # noqa: BLE001
@@ -158,6 +158,7 @@ def failed_task_ids(context: dict) -> list[str]:
     dag_id, run_id = _dag_id(context), _run_id(context)
     states: dict[str, Any] | None = None
     try:  # only inside a task supervisor; `airflow dags test` has none
+        # Airflow: loaded where this runs under Airflow, not on import
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
         result = RuntimeTaskInstance.get_task_states(dag_id=dag_id, run_ids=[run_id])
@@ -178,8 +179,8 @@ def failed_task_ids(context: dict) -> list[str]:
 def _task_states_from_db(dag_id: str, run_id: str) -> dict[str, str]:
     # the metadata database, only where this process has one (airflow dags test)
     from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from airflow.utils.session import create_session  # Airflow: loaded where this runs under Airflow, not on import
+    from sqlalchemy import select  # the metadata database: only where this process has one
 
     with create_session() as session:
         rows = session.execute(select(TaskInstance.task_id, TaskInstance.state).where(

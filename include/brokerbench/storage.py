@@ -78,6 +78,7 @@ def aws_conn_id() -> str:
 def s3_client(conn_id: str | None = None):
     """A boto3 S3 client from the Airflow connection ``aws_conn_id`` (default ``BROKERBENCH_AWS_CONN_ID``, else
     ``brokerbench_aws``): its credentials and endpoint (``extra.endpoint_url``, e.g. a MinIO or moto server)."""
+    # Airflow: loaded where this runs under Airflow, not on import
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
     return S3Hook(aws_conn_id=conn_id or aws_conn_id()).get_conn()

@@ -78,7 +78,7 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any, *, sort_keys: boo
 
 def text_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A plain-text table: a header, a rule, one line per row, columns left-aligned."""
-    from tabulate import tabulate
+    from tabulate import tabulate  # tabulate: only when a table is printed
 
     return tabulate([[("" if v is None else v) for v in r] for r in rows], headers=list(columns),
                     tablefmt="simple", disable_numparse=True)

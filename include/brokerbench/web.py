@@ -127,7 +127,7 @@ def _base_url(base_url: str | None) -> str:
     """``[api] base_url`` of Airflow's configuration (absolute links), else "" (same-origin relative links)."""
     if base_url is None:
         try:
-            from airflow.configuration import conf
+            from airflow.configuration import conf  # Airflow: loaded where this runs under Airflow, not on import
 
             base_url = conf.get("api", "base_url", fallback="") or ""
         except Exception:  # no Airflow configuration: relative links
@@ -315,9 +315,13 @@ def _auth_dependencies():
     (any authenticated user, a user allowed to read the runs of the path's DAG)."""
     # Airflow's api-server parts: present only when the app runs inside it (the plugin), not in tests of the app
     from airflow.api_fastapi.app import get_auth_manager
+
+    # Airflow: loaded where this runs under Airflow, not on import
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    # Airflow: loaded where this runs under Airflow, not on import
     from airflow.api_fastapi.core_api.security import get_user
-    from fastapi import Depends, HTTPException, Request
+    from fastapi import Depends, HTTPException, Request  # FastAPI: only when the app is built
 
     def authenticated(_user=Depends(get_user)) -> None:
         return None
@@ -339,6 +343,8 @@ def create_app(*, auth: bool = False):
     """
     # FastAPI loads only when the app is built (the api-server, the report server), not for the URL helpers
     from fastapi import FastAPI, HTTPException, Request
+
+    # FastAPI: only when the app is built
     from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, StreamingResponse
 
     app = FastAPI(title="brokerbench reports", docs_url=None, redoc_url=None, openapi_url=None)

@@ -84,8 +84,8 @@ class Summary:
         return datetime.fromtimestamp(os.path.getmtime(local_path(self.dir)), tz=timezone.utc)
 
     def table(self):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # pyarrow: only where parquet is read or written
+        import pyarrow.parquet as pq  # pyarrow: only where parquet is read or written
 
         def data_file(name: str) -> bool:
             return not name.startswith(("_", ".")) and not name.endswith(".crc")
@@ -135,8 +135,8 @@ def _replace_run(history_out: str, key: str) -> int:
 def append_run(history_root: str, history_out: str, run_dir: str, appended_at: str, client=None) -> dict:
     """Write one run's rows under ``history_out`` and its manifest; a dict: run_key, rows,
     replaced_directories, partitions, files, manifest."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # pyarrow: only where parquet is read or written
+    import pyarrow.parquet as pq  # pyarrow: only where parquet is read or written
 
     summary = Summary(run_dir, client)
     meta = run_meta(run_dir, summary, client)
@@ -198,7 +198,7 @@ def append_run(history_root: str, history_out: str, run_dir: str, appended_at: s
 def build_session(app_name: str = "brokerbench-history"):
     """A Spark session, only so that the application is listed by the cluster it was
     submitted to: the job itself runs no Spark job (the rows of a run are a few dozen)."""
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # pyspark: only in the Spark job
 
     return (SparkSession.builder.appName(app_name)
             .config("spark.ui.showConsoleProgress", "false")

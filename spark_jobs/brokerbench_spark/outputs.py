@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import shutil
 import uuid
 from typing import Any, Iterable, Sequence
 
@@ -136,7 +137,7 @@ def write_text(path: str, text: str) -> None:
 
 
 def arrow_type(dtype: T.DataType):
-    import pyarrow as pa
+    import pyarrow as pa  # pyarrow: only where parquet is read or written
 
     simple = {T.StringType: pa.string(), T.LongType: pa.int64(), T.IntegerType: pa.int32(),
               T.DoubleType: pa.float64(), T.FloatType: pa.float32(), T.BooleanType: pa.bool_(),
@@ -157,10 +158,9 @@ def write_parquet_dataset(out_dir: str, rows: list[dict], schema: T.StructType, 
     and ``_SUCCESS``), written with pyarrow from the collected rows: the columns of ``schema``
     in order, its types and nullability, and Spark's schema in the footer (so Spark reads the
     file back with the same schema). An earlier ``out_dir`` is replaced."""
-    import shutil
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # pyarrow: only where parquet is read or written
+    import pyarrow.parquet as pq  # pyarrow: only where parquet is read or written
 
     arrow = pa.schema([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in schema.fields],
                       metadata={"org.apache.spark.version": spark_version, SPARK_SCHEMA_KEY: schema.json()})

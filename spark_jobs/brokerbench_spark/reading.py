@@ -4,6 +4,7 @@ the bucket merge and the records without their bucket arrays), the small JSON do
 
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -116,7 +117,6 @@ def raw_member(text: str, path: Sequence[str]) -> str | None:
     document, as Spark's multi-line JSON reader gives an object read into a string column
     (the input's characters from the opening to the closing bracket); None when the value is
     missing, not an object or array, or the text is no JSON."""
-    import json
 
     decoder = json.JSONDecoder()
     try:

@@ -62,7 +62,7 @@ def s3_uri(bucket: str, key: str) -> str:
 
 def s3_client():
     """A boto3 S3 client from the environment (AWS_ENDPOINT_URL: e.g. moto's server, MinIO)."""
-    import boto3
+    import boto3  # boto3: only for an s3:// store
 
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
     return boto3.client("s3", endpoint_url=endpoint)

@@ -36,7 +36,7 @@ class ReportLink(BaseOperatorLink):
 
     @override
     def get_link(self, operator, *, ti_key):
-        from airflow.sdk.execution_time.xcom import XCom
+        from airflow.sdk.execution_time.xcom import XCom  # Airflow: loaded where this runs under Airflow, not on import
 
         path = XCom.get_value(ti_key=ti_key, key="return_value")
         if not path:

@@ -3,6 +3,8 @@ connection ``brokerbench_spark``, with the results store's credentials passed to
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 from typing import Any
 
@@ -23,7 +25,6 @@ SPARK_CONN_ID = "brokerbench_spark"
 def spark_py_files() -> str:
     """spark_jobs/brokerbench_spark zipped for --py-files, so executors on other hosts import the job's package
     (rebuilt only when a source changes)."""
-    import importlib.util
 
     path = PROJECT_ROOT / "spark_jobs" / "brokerbench_spark" / "pyfiles.py"
     spec = importlib.util.spec_from_file_location("brokerbench_spark_pyfiles", path)
@@ -86,7 +87,6 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
 def s3_environment(conn_id: str | None = None) -> dict[str, str]:
     """AWS_* variables for a process that reads the results store with boto3 (the Spark jobs): credentials,
     region and endpoint of the Airflow connection ``BROKERBENCH_AWS_CONN_ID`` (default ``brokerbench_aws``)."""
-    import os
 
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook  # the Amazon provider: only for an s3:// store
 

@@ -156,6 +156,7 @@ class Fleet:
     """EC2 calls for one run, through the provider's EC2Hook (client API)."""
 
     def __init__(self, run_key: str, aws_conn_id: str, region_name: str | None = None):
+        # Airflow: loaded where this runs under Airflow, not on import
         from airflow.providers.amazon.aws.hooks.ec2 import EC2Hook
 
         self.run_key = run_key
@@ -508,6 +509,7 @@ def sweep_expired(aws_conn_id: str, region_name: str | None = None, grace_minute
     (a user-data failure, a stopped instance). Instances without the tag are
     reported, never touched; instances of other owners are never listed.
     """
+    # Airflow: loaded where this runs under Airflow, not on import
     from airflow.providers.amazon.aws.hooks.ec2 import EC2Hook
 
     hook = EC2Hook(aws_conn_id=aws_conn_id, region_name=region_name, api_type="client_type")

@@ -56,6 +56,7 @@ class SshHost(Host):
     # -- connection --------------------------------------------------------------
     def hook(self):
         if self._hook is None:
+            # Airflow: loaded where this runs under Airflow, not on import
             from airflow.providers.ssh.hooks.ssh import SSHHook
 
             self._hook = SSHHook(ssh_conn_id=self.ssh_conn_id, remote_host=self.address, port=self.port,

@@ -20,7 +20,7 @@ INFRA = data_dir("infra-aws")
 
 def render(template: str, **values: Any) -> str:
     """Render ``include/infra/aws/<template>`` (Jinja2, undefined values are errors)."""
-    import jinja2
+    import jinja2  # Jinja2: only when a template is rendered
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(INFRA)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)

@@ -186,7 +186,6 @@ class LocalEnvironment(Machine, Environment):
     @override
     def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
         """Stop the sampler; its samples go to ``dest_dir/<host>.jsonl``, the summary is returned."""
-        import shutil
 
         from .. import hostmetrics
 

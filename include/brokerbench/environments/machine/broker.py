@@ -358,7 +358,7 @@ def kafka_flush_requested(broker_settings: dict[str, Any], driver_overrides: dic
 class KafkaProbeMixin:
     def _probe(self, state: dict[str, Any]) -> None:
         """A metadata request with kafka-python."""
-        from kafka import KafkaAdminClient
+        from kafka import KafkaAdminClient  # the client libraries: only for the broker probed
 
         require_listening(state["address"])
         admin = KafkaAdminClient(bootstrap_servers=state["address"], request_timeout_ms=5000,
@@ -381,7 +381,7 @@ class KafkaProbeMixin:
 class PulsarProbeMixin:
     def _probe(self, state: dict[str, Any]) -> None:
         """A pulsar.Client creates a producer on a throwaway topic."""
-        import pulsar
+        import pulsar  # the client libraries: only for the broker probed
 
         require_listening(state["address"])
         client = pulsar.Client(state["service_url"], operation_timeout_seconds=5, connection_timeout_ms=3000,

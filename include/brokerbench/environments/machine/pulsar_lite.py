@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from importlib.metadata import version
 from typing import Any
 
 from typing_extensions import override
@@ -34,12 +35,12 @@ class PulsarLiteBroker(PulsarProbeMixin, LocalBroker):
     implementation = "pulsar-lite"
 
     def _binary(self) -> str:
+        # the stand-in pulsar-lite: only when it is asked for
         from pulsar_lite.binary_finder import find_pulsar_lite_binary
 
         return str(find_pulsar_lite_binary())
 
     def version(self) -> str:
-        from importlib.metadata import version
 
         return version("pulsar-lite")
 

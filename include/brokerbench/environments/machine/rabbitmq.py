@@ -146,7 +146,7 @@ class RabbitMQBroker(LocalBroker):
         return sorted(json.loads(p.stdout).get("running_nodes", []))
 
     def _probe(self, state: dict[str, Any]) -> None:
-        import pika
+        import pika  # the client libraries: only for the broker probed
 
         running = self.running_nodes(state)
         want = sorted(n["name"] for n in state["nodes"])

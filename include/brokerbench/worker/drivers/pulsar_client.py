@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
+import urllib.request
 from importlib.metadata import version
 from typing import Any
 
@@ -107,8 +109,6 @@ class PulsarClientDriver(Driver):
                 f"{partitions} partitions per topic need Pulsar's admin API (http_url), which "
                 f"{self.endpoint.get('implementation', 'this broker')} does not provide")
         if partitions > 1:
-            import json
-            import urllib.request
             for t in topics:
                 url = f"{self.endpoint['http_url']}/admin/v2/persistent/public/default/{t}/partitions"
                 req = urllib.request.Request(url, data=json.dumps(partitions).encode(), method="PUT",
@@ -116,8 +116,6 @@ class PulsarClientDriver(Driver):
                 urllib.request.urlopen(req, timeout=30).close()
         persistence = (self.driver.get("client") or {}).get("persistence") or {}
         if persistence and self.endpoint.get("http_url"):
-            import json
-            import urllib.request
             body = {"bookkeeperEnsemble": int(persistence.get("ensembleSize", 1)),
                     "bookkeeperWriteQuorum": int(persistence.get("writeQuorum", 1)),
                     "bookkeeperAckQuorum": int(persistence.get("ackQuorum", 1)),
