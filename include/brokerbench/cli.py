@@ -2,7 +2,8 @@
 
     brokerbench list                      suites, workloads, drivers, variants
     brokerbench validate [SUITE ...]      validate suite files and all they reference
-    brokerbench bench --suite smoke [--conf JSON]
+    brokerbench bench --suite smoke [--brokers kafka,rabbitmq] [--variants fsync-on] [--duration MIN]
+                      [--rate MSG_S] [--trials N] [--conf JSON]
                                           run the suite's DAG once (airflow dags test)
                                           and print the summary and this run's report
                                           (an s3:// results root: its URI and the local
@@ -12,12 +13,21 @@
                                           (for s3://, in the local staging copy)
     brokerbench aws-sweep [--dry-run]     terminate brokerbench EC2 instances of any run
                                           past their lifetime (brokerbench_aws_sweeper DAG)
+
+Exit codes of ``bench`` (the run's outcome, docs/analytics.md "Outcome"):
+    0  no regression (at least one track judged)     3  regression found
+    1  failed (a step failed, or no report)           4  not judged (no valid measurement, or no baseline yet)
+    2  refused before the run (argument or param)     130  interrupted (the run was stopped and torn down)
+
+Works from a plain shell: without AIRFLOW_HOME it uses the project's own Airflow home (``.airflow`` next to
+``dags/``; never ``~/airflow``) and creates its database on first use.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -25,16 +35,26 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from brokerbench import local_airflow
+from brokerbench.outcome import EXIT_CODES, Outcome, read_outcome
 from brokerbench.pipeline import environment_lease, teardown
 from brokerbench.pipeline.context import RunContext
 from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
 from brokerbench.spec.roots import default_results_root
+from brokerbench.spec.run_conf import check_conf
 from brokerbench.storage import aws_conn_id, is_s3, split_s3, staging_root
 from brokerbench.util import dag_id_for
+
+#: exit codes besides the outcomes' (brokerbench.outcome.EXIT_CODES: 0 no regression, 1 failed, 3 regression,
+#: 4 not judged)
+EXIT_FAILED = EXIT_CODES[Outcome.FAILED]
+EXIT_REFUSED = 2
+EXIT_INTERRUPTED = 130
 
 #: brokerbench's own log records in `airflow dags test` output: "<ts> [info ] MESSAGE [brokerbench] loc=..."
 _OWN = re.compile(r"^\S+ \[(\w+)\s*\] (.*?)\s+\[brokerbench[\w.]*\]")
@@ -282,27 +302,58 @@ def _report_found(results_root: str, run_dir: Path, run_uri: str) -> bool:
         return False
 
 
+#: ``bench`` flags for the common params: flag -> (param, how the value is read)
+PARAM_FLAGS = {"brokers": ("brokers", str), "variants": ("variants", str), "duration": ("test_duration_minutes", float),
+               "rate": ("rate_override_msg_s", int), "trials": ("trials", int)}
+
+
+def conf_with_flags(conf: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """--conf with the param flags applied (a flag given twice the same param as --conf must agree)."""
+    conf = dict(conf)
+    for flag, (param, _) in PARAM_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if param in conf and conf[param] != value:
+            raise ConfError(f"--{flag} {value!r} and --conf's {param!r} {conf[param]!r} disagree: give one")
+        conf[param] = value
+    return conf
+
+
 def _cmd_bench(args) -> int:
     try:
-        conf = parse_conf(args.conf)
+        conf = conf_with_flags(parse_conf(args.conf), args)
     except ConfError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     try:
         suite = load_suite(args.suite)
+        # the params Airflow and the validate task would refuse, refused now (in well under 2 s)
+        conf, plan = check_conf(suite, conf)
     except SpecError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
-        return 1
+        return EXIT_REFUSED
+    problem = local_airflow.missing()
+    if problem:
+        print(f"brokerbench: {problem}", file=sys.stderr)
+        return EXIT_REFUSED
     dag_id = dag_id_for(suite.name)
     results_root = str(conf.get("results_root") or default_results_root())
     log_path, log = open_log(log_dir_for(results_root), dag_id)
+    say = functools.partial(print, "brokerbench:", flush=True)
+    say(f"{len(plan.items)} measurement(s) of {', '.join(sorted({i.broker for i in plan.items}))} "
+        f"on the {plan.environment} environment (full log: {log_path})")
+    try:
+        local_airflow.ensure_database(say)
+    except RuntimeError as e:
+        print(f"brokerbench: {e}", file=sys.stderr)
+        return EXIT_FAILED
     # our own logical date (to the microsecond) identifies the run should the output not name it
     logical_date = dt.datetime.now(dt.timezone.utc).isoformat()
     cmd = [sys.executable, "-m", "airflow", "dags", "test", dag_id, logical_date]
     if conf:
         cmd += ["-c", json.dumps(conf)]
-    print(f"brokerbench: running {dag_id} on the {conf.get('environment', suite.environment)} environment "
-          f"(full log: {log_path})", flush=True)
+    say(f"starting Airflow for {dag_id} (it parses the DAG before the first task: about 20 s)")
     started = time.time()
     scan = OutputScan()
     with log:
@@ -312,9 +363,49 @@ def _cmd_bench(args) -> int:
         if run_id:
             print(f"brokerbench: {stop_run(suite.name, dag_id, run_id, conf)}", file=sys.stderr, flush=True)
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
-        return 130
-    print(f"brokerbench: {dag_id} finished in {time.time() - started:.0f} s with exit code {rc}", flush=True)
+        return EXIT_INTERRUPTED
+    say(f"{dag_id} finished in {time.time() - started:.0f} s (airflow dags test exit code {rc})")
     return _report_outcome(rc, scan, dag_id, logical_date, results_root, log_path)
+
+
+class Ticker:
+    """A progress line when the terminal has been silent for ``every_s`` seconds: Airflow still starting, or
+    which task is running and for how long (e.g. the Spark aggregation), so a run never looks stuck."""
+
+    def __init__(self, scan: OutputScan, every_s: float = 15.0, out: Callable[[str], None] | None = None):
+        self.scan, self.every_s = scan, every_s
+        self.out = out or functools.partial(print, flush=True)
+        self.started = self.last = time.monotonic()
+        self._task: str | None = None
+        self._task_since = self.started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="brokerbench-ticker", daemon=True)
+
+    def shown(self) -> None:
+        """A line went to the terminal."""
+        self.last = time.monotonic()
+
+    def line(self) -> str:
+        now = time.monotonic()
+        if self.scan.task != self._task:
+            self._task, self._task_since = self.scan.task, now
+        if self._task is None:
+            return f"brokerbench: Airflow is starting (parsing the DAGs), {now - self.started:.0f} s"
+        return f"brokerbench: {self._task} running for {now - self._task_since:.0f} s"
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            if time.monotonic() - self.last >= self.every_s:
+                self.out(self.line())
+                self.shown()
+
+    def __enter__(self) -> Ticker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool) -> int | None:
@@ -328,12 +419,14 @@ def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool) -> in
     assert proc.stdout is not None
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        for line in proc.stdout:
-            log.write(line)
-            scan.feed(line)
-            shown = line.rstrip("\n") if verbose else _terminal_line(line)
-            if shown is not None:
-                print(shown, flush=True)
+        with Ticker(scan) as ticker:
+            for line in proc.stdout:
+                log.write(line)
+                scan.feed(line)
+                shown = line.rstrip("\n") if verbose else _terminal_line(line)
+                if shown is not None:
+                    print(shown, flush=True)
+                    ticker.shown()
         return proc.wait()
     except KeyboardInterrupt:
         print("brokerbench: stopped; stopping the run and tearing it down", file=sys.stderr, flush=True)
@@ -345,21 +438,25 @@ def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool) -> in
 
 def _report_outcome(rc: int, scan: OutputScan, dag_id: str, logical_date: str, results_root: str,
                     log_path: Path) -> int:
-    """After the run: why it was refused, or where its summary and report are, and which tasks failed."""
+    """After the run: why it was refused, or where its summary and report are, which tasks failed, and last
+    the outcome; returns the exit code of the outcome (brokerbench.outcome)."""
     if rc and not scan.run_started and scan.last_exception:
-        # e.g. a refused param: Airflow raises before the run exists
+        # e.g. a param only Airflow refuses: it raises before the run exists
         print("brokerbench: no DAG run was created:", file=sys.stderr)
         for line in scan.reason:
             print(f"  {line}", file=sys.stderr)
+        if any("migration" in line.lower() for line in scan.reason):
+            print(f"brokerbench: the Airflow database needs `airflow db migrate` (AIRFLOW_HOME="
+                  f"{os.environ.get('AIRFLOW_HOME')})", file=sys.stderr)
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
-        return rc
+        return EXIT_REFUSED
     run_id = scan.run_id or _lookup_run_id(dag_id, logical_date)  # the latter: output above INFO
     if run_id is None:
         print("brokerbench: could not tell which DAG run this was" + (":" if rc else ""), file=sys.stderr)
         for line in scan.reason if rc else []:
             print(f"  {line}", file=sys.stderr)
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
-        return rc or 1
+        return EXIT_FAILED
     report_found = _print_results(results_root, dag_id, run_id)
     if rc:
         failed = scan.failed_tasks()
@@ -371,10 +468,16 @@ def _report_outcome(rc: int, scan: OutputScan, dag_id: str, logical_date: str, r
             print("brokerbench: the run failed: " + "\n  ".join(scan.reason), file=sys.stderr)
     if not report_found:
         print(f"brokerbench: no report was written for run {run_id}; see {log_path}", file=sys.stderr)
-        return rc or 1
     if rc:
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
-    return rc
+    outcome = read_outcome(run_dir_for(results_root, dag_id, run_id))
+    if outcome is None:  # the run's last task did not write it: the run did not end
+        print("brokerbench: OUTCOME: FAILED: the run ended without its outcome (run_outcome did not run)", flush=True)
+        return EXIT_FAILED
+    print(f"brokerbench: OUTCOME: {outcome.headline}", flush=True)
+    if outcome.exit_code == 0 and (rc or not report_found):
+        return EXIT_FAILED
+    return outcome.exit_code
 
 
 def _print_results(results_root: str, dag_id: str, run_id: str) -> bool:
@@ -421,7 +524,12 @@ def main(argv: list[str] | None = None) -> int:
     p_val.set_defaults(fn=_cmd_validate)
     p_bench = sub.add_parser("bench", help="run one suite's DAG now and print its report")
     p_bench.add_argument("--suite", default="smoke")
-    p_bench.add_argument("--conf", help="params as JSON, e.g. '{\"brokers\": [\"rabbitmq\"]}'")
+    p_bench.add_argument("--conf", help="params as JSON, e.g. '{\"brokers\": [\"rabbitmq\"]}' (docs/specs.md)")
+    p_bench.add_argument("--brokers", help="param brokers: e.g. kafka,rabbitmq")
+    p_bench.add_argument("--variants", help="param variants: e.g. fsync-on,fsync-off")
+    p_bench.add_argument("--duration", type=float, metavar="MINUTES", help="param test_duration_minutes")
+    p_bench.add_argument("--rate", type=int, metavar="MSG_S", help="param rate_override_msg_s (msg/s)")
+    p_bench.add_argument("--trials", type=int, help="param trials")
     p_bench.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output")
     p_bench.set_defaults(fn=_cmd_bench)
     p_sweep = sub.add_parser("aws-sweep", help="terminate brokerbench EC2 instances past their lifetime "
@@ -433,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--dry-run", action="store_true", help="only list what would be terminated")
     p_sweep.set_defaults(fn=_cmd_aws_sweep)
     args = ap.parse_args(argv)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    local_airflow.apply_defaults()  # a plain shell: the project's Airflow home, never ~/airflow
     return args.fn(args)
 
 

@@ -51,6 +51,7 @@ from airflow.sdk import BaseHook, BaseNotifier
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from brokerbench.metrics import Judgement
+from brokerbench.outcome import RunOutcome
 from brokerbench.spec.roots import default_results_root
 from brokerbench.storage import is_s3, staging_root
 from brokerbench.util import safe_name
@@ -70,7 +71,7 @@ TIMEOUT_S = 30.0
 
 @dataclass
 class Message:
-    kind: str  # "failure" | "regression"
+    kind: str  # "failure" | "regression" | "not-judged"
     subject: str
     lines: list[str]
     fields: dict[str, Any] = field(default_factory=dict)
@@ -259,6 +260,22 @@ def regression_message(context: dict) -> Message:
     return Message("regression", subject, lines,
                    {"dag_id": dag_id, "run_id": run_id, "regressed": regressed, "metrics": metrics,
                     "report_url": report, "run_url": url, "results": location})
+
+
+def not_judged_message(context: dict, outcome: RunOutcome) -> Message:
+    """A scheduled run that ended without judging anything: not a failure, not "no regression" either; the
+    series has a hole a person should look at (e.g. every row invalid on a busy host, or no baseline yet)."""
+    dag_id, run_id = _dag_id(context), _run_id(context)
+    url = run_url(dag_id, run_id)
+    location = results_location(context)
+    lines = [f"Nothing judged in {dag_id}", f"run id: {run_id}", f"why: {outcome.reason}",
+             "this run says nothing about regressions: no figure of it was compared with a baseline",
+             f"report: {f'{location}/report.html'}", f"verdicts: {location}/summary/regression.csv"]
+    if url:
+        lines.append(f"run in the UI: {url}")
+    return Message("not-judged", f"[brokerbench] NOT JUDGED: {dag_id} run {run_id}: {outcome.reason}", lines,
+                   {"dag_id": dag_id, "run_id": run_id, "outcome": outcome.to_dict(), "run_url": url,
+                    "results": location})
 
 
 def _regressed_from_verdicts(location: str) -> list[str]:

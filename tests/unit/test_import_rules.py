@@ -17,7 +17,7 @@ HELPERS = ("brokerbench.util", "brokerbench.resources")
 ROOT = "brokerbench"
 #: the analysis modules, bottom up: each may import those before it
 ANALYSIS = ("brokerbench.metrics", "brokerbench.changepoint", "brokerbench.trials", "brokerbench.regression",
-            "brokerbench.history", "brokerbench.report")
+            "brokerbench.outcome", "brokerbench.history", "brokerbench.report")
 
 #: layer -> the brokerbench modules (and packages, with everything under them) it may import, besides itself
 RULES = {
@@ -37,6 +37,9 @@ RULES = {
     "brokerbench.changepoint": ("brokerbench.metrics",),
     "brokerbench.trials": ("brokerbench.metrics", *HELPERS),
     "brokerbench.regression": ("brokerbench.metrics", "brokerbench.changepoint"),
+    "brokerbench.outcome": ("brokerbench.metrics",),
+    # the command line's Airflow home and database
+    "brokerbench.local_airflow": (),
     "brokerbench.history": (ROOT, *HELPERS),
     "brokerbench.report": (ROOT, *ANALYSIS, *HELPERS),
     # results storage and the lease on an environment
@@ -44,15 +47,18 @@ RULES = {
     "brokerbench.lease": ("brokerbench.storage", "brokerbench.environments", *HELPERS),
     # what the Airflow layer and the command line use: never the other way round
     "brokerbench.web": ("brokerbench.spec", "brokerbench.storage", *HELPERS),
-    "brokerbench.notify": ("brokerbench.metrics", "brokerbench.report", "brokerbench.spec", "brokerbench.storage",
+    "brokerbench.notify": ("brokerbench.metrics", "brokerbench.outcome", "brokerbench.report", "brokerbench.spec",
+                           "brokerbench.storage",
                            *HELPERS),
     "brokerbench.triggers": ("brokerbench.lease",),
     "brokerbench.pipeline": (*ANALYSIS, "brokerbench.environments", "brokerbench.spec", "brokerbench.worker",
                              "brokerbench.storage", "brokerbench.lease", *HELPERS),
-    "brokerbench.operators": ("brokerbench.pipeline", "brokerbench.spec", "brokerbench.environments.aws.fleet",
+    "brokerbench.operators": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.notify", "brokerbench.spec",
+                              "brokerbench.environments.aws.fleet",
                               "brokerbench.triggers", "brokerbench.web", "brokerbench.storage", *HELPERS),
     "brokerbench.dag_factory": ("brokerbench.operators", "brokerbench.notify", "brokerbench.spec", *HELPERS),
-    "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.report", "brokerbench.spec", "brokerbench.storage",
+    "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.report",
+                        "brokerbench.spec", "brokerbench.storage",
                         "brokerbench.environments.aws.fleet", *HELPERS),
 }
 

@@ -318,3 +318,21 @@ def test_webhook_url_from_connection_fields():
         "https://hooks.example.org/"
     assert notify.webhook_url(Connection(conn_id="x", conn_type="http",
                                          host="https://hooks.example.org/a/b")) == "https://hooks.example.org/a/b"
+
+
+def test_a_run_that_judged_nothing_sends_a_message_of_its_own_kind(smtp_sink, supervisor, dag, tmp_path):
+    from brokerbench.outcome import outcome_of
+
+    invalid = {"workload": "w", "broker": "kafka", "variant": "fsync-on", "metric": "all",
+               "verdict": "not judged: invalid (foreign load 40 % of a core)"}
+    outcome = outcome_of([invalid])
+    context = template_context(dag, "run_outcome", str(tmp_path))
+    assert notify.send(notify.not_judged_message(context, outcome))
+
+    msg = smtp_sink.messages[0]["message"]
+    assert msg["X-Brokerbench-Kind"] == "not-judged"
+    assert msg["Subject"] == (f"[brokerbench] NOT JUDGED: brokerbench_smoke run {RUN_ID}: no valid measurement "
+                              f"(1 of 1 track(s) invalid, partial or without data)")
+    body = msg.get_content()
+    assert "this run says nothing about regressions" in body
+    assert f"report: {tmp_path}/runs/brokerbench_smoke/{SAFE_RUN}/report.html" in body

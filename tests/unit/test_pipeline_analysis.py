@@ -36,7 +36,7 @@ def test_never_gates_and_nothing_judged_is_said(tmp_path, caplog):
     ctx = _run(tmp_path / "b", [_verdict(Judgement.INSUFFICIENT)])
     with caplog.at_level("WARNING", logger="brokerbench"):
         assert analysis.regression_gate(ctx, "scheduled")["judged"] == 0
-    assert "nothing judged" in caplog.text
+    assert "not judged: no baseline yet (1 of 1 track(s)" in caplog.text
 
 
 def test_measured_means_a_measure_or_sweep_file(tmp_path):
@@ -49,3 +49,28 @@ def test_measured_means_a_measure_or_sweep_file(tmp_path):
     measure.mkdir()
     (measure / "localhost-0.jsonl").write_text("{}\n")
     assert analysis.has_measurements(ctx)
+
+
+@pytest.mark.parametrize("gate", ["never", "auto", "always"])
+def test_the_gate_never_fails_a_run_without_verdicts(tmp_path, caplog, gate):
+    ctx = RunContext("brokerbench_nightly", "scheduled__1", "smoke", {"results_root": str(tmp_path),
+                                                                      "regression_gate": gate})
+    with caplog.at_level("WARNING", logger="brokerbench"):
+        checked = analysis.regression_gate(ctx, "scheduled")
+    assert checked["not_judged"] == "no measurements" and checked["regressed"] == 0
+    assert "not judged: no measurements" in caplog.text
+
+
+def test_run_outcome_writes_the_outcome_and_says_it_last(tmp_path, caplog):
+    ctx = _run(tmp_path, [_verdict("not judged: invalid (foreign load)")])
+    measured = ctx.run_dir / "raw" / "w" / "kafka" / "fsync-on" / "measure"
+    measured.mkdir(parents=True)
+    (measured / "client-0.jsonl").write_text("{}\n")
+    with caplog.at_level("INFO", logger="brokerbench"):
+        result = analysis.run_outcome(ctx, [])
+    assert result.outcome == "not judged"
+    assert json.loads((ctx.run_dir / "summary" / "outcome.json").read_text())["exit_code"] == 4
+    assert caplog.records[-1].getMessage() == ("OUTCOME: NOT JUDGED: no valid measurement (1 of 1 track(s) "
+                                               "invalid, partial or without data)")
+    stopped = analysis.run_outcome(ctx, [], stopped=True)
+    assert stopped.outcome == "failed" and "(the run was stopped)" in stopped.reason

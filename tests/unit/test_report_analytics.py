@@ -72,7 +72,8 @@ def test_a_run_where_nothing_was_judged_does_not_read_no_regression(tmp_path, ca
         out = analysis.regression_gate(ctx, "manual")
     assert (out["regressed"], out["judged"]) == (0, 0)
     said = [r.getMessage() for r in caplog.records if r.name == "brokerbench"]
-    assert any(m.startswith("nothing judged: none of the 2 verdict(s)") and "not judged: invalid" in m for m in said)
+    assert "not judged: no valid measurement (2 of 2 track(s) invalid, partial or without data); this run says " \
+           "nothing about regressions" in said
     assert not any("no regression" in m for m in said)
 
 
@@ -147,7 +148,8 @@ def test_report_first_screen_regressions_first_insufficient_one_line_provenance_
     text = build_report(ctx.run_dir, history_root=results / "history").read_text()
     first = text.split('<h2 id="what-changed">What changed</h2>')[1].split("<h2>Results</h2>")[0]
     # the headline and the regression with its evidence come first
-    assert re.search(r"<div class='headline bad'><strong>\d+ regression\(s\)</strong> in 1 track\(s\)", first)
+    assert re.search(r"<div class='headline bad' id='outcome'><strong>REGRESSION</strong>: \d+ metric\(s\) regressed "
+                     r"in 1 of 2 track\(s\)", first)
     findings = first.split("<h3>Regressions</h3>")[1]
     assert "kafka / fsync-on / w1 (3.8.0)</th>" in findings and "<td>publish_latency_p99_ms</td>" in findings
     assert "threshold in this run" in findings and "vs median" in findings and "<summary>evidence<" in findings
@@ -240,5 +242,6 @@ def test_the_reports_headline_says_nothing_was_judged_when_no_verdict_compared_a
         v["verdict"] = "not judged: invalid (foreign load: mean 43.6 % CPU)"
     (summary / "regression.json").write_text(json.dumps(doc))
     text = build_report(ctx.run_dir, history_root=results / "history").read_text()
-    assert "<div class='headline unjudged'><strong>Nothing judged</strong>" in text
-    assert "No regression or improvement" not in text
+    assert re.search(r"<div class='headline unjudged' id='outcome'><strong>NOT JUDGED</strong>: no valid "
+                     r"measurement \(\d+ of \d+ track\(s\) invalid, partial or without data\)", text)
+    assert "NO REGRESSION" not in text and "No regression" not in text

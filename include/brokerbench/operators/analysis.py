@@ -8,10 +8,18 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from brokerbench import web
+from brokerbench import notify, web
 from brokerbench.operators import links
-from brokerbench.operators.base import BrokerbenchStepOperator, log, run_context, run_type_and_ts
-from brokerbench.pipeline.analysis import RegressionFound, compare, regression_gate, report, verdicts
+from brokerbench.operators.base import (
+    BrokerbenchStepOperator,
+    failed_tasks,
+    log,
+    run_context,
+    run_type_and_ts,
+    task_states,
+)
+from brokerbench.outcome import Outcome
+from brokerbench.pipeline.analysis import RegressionFound, compare, regression_gate, report, run_outcome, verdicts
 from brokerbench.spec.roots import default_results_root
 
 
@@ -72,13 +80,20 @@ class ReportOperator(BrokerbenchStepOperator):
     ui_color = "#d6eaf8"
     operator_extra_links = (links.ReportLink(),)
     reads_history = True
+    _failed: list[str] = []
+
+    def execute(self, context: Any) -> Any:
+        self._failed = failed_tasks(context)  # for the headline: a failed step makes the run "failed"
+        return super().execute(context)
 
     def step(self, ctx):
-        return report(ctx)
+        return report(ctx, self._failed)
 
 
 class RunOutcomeOperator(BaseOperator):
-    """The run's last word: fails the DAG run unless every step succeeded (or was not selected).
+    """The run's last word: its outcome (no regression, regression, not judged, failed) in
+    summary/outcome.json and the log's last line; fails the DAG run unless every step succeeded (or was not
+    selected). A scheduled run in which nothing could be judged sends a ``not-judged`` notification.
 
     Airflow decides a run's state from its leaf tasks, and undeploy, aggregation,
     report and teardown run after failures on purpose. This task is a teardown
@@ -97,18 +112,21 @@ class RunOutcomeOperator(BaseOperator):
     def execute(self, context: Any) -> Any:
         ti = context["ti"]
         ctx = run_context(self.suite, context)
-        states = ti.get_task_states(dag_id=ctx.dag_id, run_ids=[ctx.run_id]).get(ctx.run_id, {})
-        bad = {t: str(getattr(st, "value", st)) for t, st in sorted(states.items())
-               if t != self.task_id and str(getattr(st, "value", st)) in ("failed", "upstream_failed")}
+        states = {t: st for t, st in task_states(context).items() if t != self.task_id}
+        bad = {t: st for t, st in states.items() if st in ("failed", "upstream_failed")}
         run_state = ti.get_dagrun_state(dag_id=ctx.dag_id, run_id=ctx.run_id)
-        run_state = str(getattr(run_state, "value", run_state)).lower()
-        log.info("run %s: state %s; task states: %s", ctx.run_id, run_state,
-                 ", ".join(f"{t}={getattr(st, 'value', st)}" for t, st in sorted(states.items())))
-        if bad or run_state == "failed":
+        stopped = str(getattr(run_state, "value", run_state)).lower() == "failed"
+        log.info("task states: %s", ", ".join(f"{t}={st}" for t, st in states.items()))
+        with ctx.synced():
+            result = run_outcome(ctx, [t for t, st in bad.items() if st == "failed"] or list(bad), stopped)
+        run_type, _ = run_type_and_ts(context)
+        if result.outcome == Outcome.NOT_JUDGED and run_type == "scheduled":
+            notify.send(notify.not_judged_message(context, result))
+        if bad or stopped:
             reasons = [f"{t}: {st}" for t, st in bad.items()]
-            if run_state == "failed":
+            if stopped:
                 reasons.append("the run was marked failed (stopped) while it ran")
             raise AirflowFailException(
                 "this run did not complete: " + "; ".join(reasons) +
                 f". Every result measured is kept in {ctx.run_dir}")
-        return {"tasks": len(states), "run_state": run_state}
+        return result.to_dict()

@@ -61,3 +61,16 @@ def run_type_and_ts(context: Any) -> tuple[str | None, str]:
     when = context.get("logical_date") or getattr(dag_run, "logical_date", None) or getattr(dag_run, "run_after", None)
     when = when or dt.datetime.now(dt.timezone.utc)
     return (str(run_type) if run_type else None), when.astimezone(dt.timezone.utc).isoformat()
+
+
+def task_states(context: Any) -> dict[str, str]:
+    """The states of this run's tasks (task id -> state), as the task SDK reports them."""
+    ti = context["ti"]
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    states = ti.get_task_states(dag_id=dag_id, run_ids=[run_id]).get(run_id, {})
+    return {t: str(getattr(st, "value", st)) for t, st in sorted(states.items())}
+
+
+def failed_tasks(context: Any) -> list[str]:
+    """This run's tasks that failed (not those that could not run because of them)."""
+    return [t for t, st in task_states(context).items() if st == "failed"]

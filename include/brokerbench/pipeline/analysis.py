@@ -7,11 +7,12 @@ import fnmatch
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from brokerbench import history
 from brokerbench.history import history_run_key
 from brokerbench.metrics import JUDGED, Judgement
+from brokerbench.outcome import RunOutcome, outcome_of, write_outcome
 from brokerbench.pipeline.context import RunContext, log
 from brokerbench.regression import Rule, counts, verdicts_for_run
 from brokerbench.report import verdict_table
@@ -41,11 +42,11 @@ def has_measurements(ctx: RunContext, sync=None) -> bool:
     return any(next((ctx.run_dir / "raw").glob(pat), None) for pat in MEASURED_FILES)
 
 
-def report(ctx: RunContext) -> str:
+def report(ctx: RunContext, failed_tasks: Sequence[str] = ()) -> str:
     # the report draws with matplotlib: loaded in the report task, not where DAG files are parsed
     from brokerbench.report.html import build_report, render_text_summary
 
-    path = build_report(ctx.run_dir, history_root=run_history_root(ctx))
+    path = build_report(ctx.run_dir, history_root=run_history_root(ctx), failed_tasks=failed_tasks)
     log.info("\n%s", render_text_summary(ctx.run_dir))
     log.info("report: %s", path)
     return str(path)
@@ -113,15 +114,21 @@ def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
     """Fails (RegressionFound) when a metric regressed and this run is gated.
 
     Param ``regression_gate``: ``auto`` (default) gates scheduled runs only,
-    ``always`` gates every run, ``never`` none. Returns what it checked.
+    ``always`` gates every run, ``never`` none. Returns what it checked. A run without verdicts
+    (no measurements, or the verdicts step did not write them) is not judged, never a gate failure: the
+    step that did not run is the run's failure (``run_outcome``), not the gate's.
     """
     mode = ctx.params.get("regression_gate") or "auto"
+    gated = mode == "always" or (mode == "auto" and run_type == "scheduled")
     data = verdict_table.read_verdicts(ctx.run_dir)
     if data is None:
-        raise RuntimeError(f"{ctx.run_dir / 'summary' / 'regression.json'} is missing: no verdicts to check")
+        why = ("no measurements" if not has_measurements(ctx)
+               else f"{ctx.run_dir / 'summary' / 'regression.json'} is missing (the verdicts step did not write it)")
+        log.warning("not judged: %s; the gate has nothing to check (regression_gate=%s)", why, mode)
+        return {"regressed": 0, "judged": 0, "gated": gated, "mode": mode, "run_type": run_type,
+                "not_judged": why}
     verdicts = data.get("verdicts", [])
     regressed = [v for v in verdicts if v.get("verdict") == Judgement.REGRESSED]
-    gated = mode == "always" or (mode == "auto" and run_type == "scheduled")
     lines = [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}" for v in regressed]
     if regressed and gated:
         raise RegressionFound(f"{len(regressed)} metric(s) regressed:\n" + "\n".join(lines))
@@ -131,12 +138,23 @@ def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
                     len(regressed), mode, run_type, "\n".join(lines))
     elif not judged:
         # "no regression" would be misread: nothing was compared (invalid rows, too little history, no data)
-        log.warning("nothing judged: none of the %d verdict(s) compared a valid figure with a baseline "
-                    "(%s); this run says nothing about regressions", len(verdicts),
-                    ", ".join(sorted({str(v.get("verdict")).split(" (")[0] for v in verdicts})) or "no verdicts")
+        log.warning("not judged: %s; this run says nothing about regressions",
+                    outcome_of(verdicts).reason)
     else:
         log.info("no regression: %d metric(s) judged, %d not judged", len(judged), len(verdicts) - len(judged))
     return {"regressed": len(regressed), "judged": len(judged), "gated": gated, "mode": mode, "run_type": run_type}
+
+
+def run_outcome(ctx: RunContext, failed_tasks: list[str], stopped: bool = False) -> RunOutcome:
+    """The run's outcome (brokerbench.outcome) from its verdicts and the tasks that failed; written to
+    summary/outcome.json and logged as the run's last lines."""
+    data = verdict_table.read_verdicts(ctx.run_dir)
+    failed = list(failed_tasks) + (["(the run was stopped)"] if stopped else [])
+    result = outcome_of(data.get("verdicts") if data else None, failed, has_measurements=has_measurements(ctx))
+    write_outcome(ctx.run_dir, result)
+    log.info("results: %s", ctx.results_uri)
+    log.info("OUTCOME: %s", result.headline)
+    return result
 
 
 def compare(results_root: str, out_name: str, environment: str | None = None,

@@ -10,12 +10,14 @@ from brokerbench.spec import SpecError, build_plan, load_suite
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
+from brokerbench.spec.run_conf import check_names_and_numbers
 
 # -- setup ------------------------------------------------------------------
 
 
 def validate(ctx: RunContext) -> dict[str, Any]:
     """Load the suite, apply params, validate every file: write plan.json."""
+    check_names_and_numbers(ctx.params)  # an unknown param is named with the closest known ones
     bench_params = {k: v for k, v in ctx.params.items() if k not in ANALYSIS_PARAMS + ENVIRONMENT_PARAMS}
     plan = build_plan(load_suite(ctx.suite), bench_params)
     # environment params (aws: versions, instance types, cost cap) refine the suite's environmentSettings

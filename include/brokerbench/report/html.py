@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import brokerbench
 from brokerbench.changepoint import side_text
 from brokerbench.metrics import JUDGED, METRICS, Judgement
+from brokerbench.outcome import Outcome, RunOutcome, outcome_of
 from brokerbench.regression import split_status, track_changes, validity_rules, verdict_category
 from brokerbench.report import verdict_table
 from brokerbench.trials import spread_columns, trials_of
@@ -35,6 +36,10 @@ KEY_COLUMNS = [
     "e2e_latency_avg_ms", "e2e_latency_p50_ms", "e2e_latency_p99_ms", "e2e_latency_max_ms",
     "publish_delay_p99_us", "backlog_end_msgs", "status",
 ]
+
+#: the headline's colour per outcome (report.css)
+OUTCOME_CSS = {Outcome.NO_REGRESSION: "good", Outcome.REGRESSION: "bad", Outcome.FAILED: "bad",
+               Outcome.NOT_JUDGED: "unjudged"}
 
 TEXT_COLUMNS = [
     "workload", "broker", "variant", "target_rate_msg_s", "publish_rate_msg_s", "consume_rate_msg_s",
@@ -277,10 +282,18 @@ def findings_groups(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def what_matters_section(data: RunData) -> dict[str, Any]:
-    """The first screen: regressions and improvements with their evidence, one line for the rest."""
+def run_outcome(data: RunData, failed_tasks: Sequence[str] = ()) -> RunOutcome:
+    """The run's outcome as far as the report knows it (the run_outcome task writes the final one)."""
+    return outcome_of(None if data.regression is None else _verdicts(data), failed_tasks,
+                      has_measurements=bool(data.summary))
+
+
+def what_matters_section(data: RunData, failed_tasks: Sequence[str] = ()) -> dict[str, Any]:
+    """The first screen: the outcome in one line, regressions and improvements with their evidence, one line
+    for the rest."""
+    outcome = run_outcome(data, failed_tasks)
     if data.regression is None:
-        return {"headline": None}
+        return {"outcome": outcome, "headline": None}
     verdicts = _verdicts(data)
     regressed = [v for v in verdicts if v.get("verdict") == Judgement.REGRESSED]
     improved = [v for v in verdicts if v.get("verdict") == Judgement.IMPROVED]
@@ -290,7 +303,8 @@ def what_matters_section(data: RunData) -> dict[str, Any]:
     rest = ", ".join(f"{n} {k}" for k, n in sorted(classes.items()) if k not in (Judgement.REGRESSED, Judgement.IMPROVED))
     insufficient = [v for v in verdicts if v.get("verdict") == Judgement.INSUFFICIENT]
     judged = [v for v in verdicts if v.get("verdict") in JUDGED]
-    return {"headline": {"regressed": len(regressed), "tracks": len({_track_label(v) for v in regressed}),
+    return {"outcome": outcome,
+            "headline": {"regressed": len(regressed), "tracks": len({_track_label(v) for v in regressed}),
                          "improved": len(improved), "judged": len(judged), "rest": rest},
             "findings": [(title, findings_groups(rows)) for title, rows
                          in (("Regressions", regressed), ("Improvements", improved)) if rows],
@@ -514,7 +528,7 @@ def _changed_tracks(data: RunData) -> set[tuple[str, str, str]]:
             if v.get("verdict") in (Judgement.REGRESSED, Judgement.IMPROVED)}
 
 
-def render_html(data: RunData) -> str:
+def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
     env = _environment(data)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     meta_bits = [f"run directory: {data.run_dir}", f"generated {generated}"]
@@ -527,19 +541,21 @@ def render_html(data: RunData) -> str:
                    "all": results_table(data, data.summary_columns), "trials": trials_section(data)}
     changed = _changed_tracks(data)
     return render(
-        "report.html.j2", title=_title(data), meta_bits=meta_bits, what=what_matters_section(data),
+        "report.html.j2", title=_title(data), meta_bits=meta_bits, what=what_matters_section(data, failed_tasks),
         status=status_section(data), changed_trends=track_trends(data, changed) if changed and data.history else [],
         results=results, regression=regression_section(data), verdict_columns=VERDICT_COLUMNS,
         trends=trends_section(data), charts=charts_section(data), sweep=sweep_section(data),
         durability=durability_section(data), provenance=provenance_section(data), client_columns=CLIENT_COLUMNS,
-        version=brokerbench.__version__, plan=plan_section(data))
+        version=brokerbench.__version__, plan=plan_section(data), outcome_css=OUTCOME_CSS)
 
 
-def build_report(run_dir: str | Path, history_root: str | Path | None = None) -> Path:
-    """Write ``<run_dir>/report.html`` and return its path (trend lines when ``history_root`` is given)."""
+def build_report(run_dir: str | Path, history_root: str | Path | None = None,
+                 failed_tasks: Sequence[str] = ()) -> Path:
+    """Write ``<run_dir>/report.html`` and return its path (trend lines when ``history_root`` is given;
+    ``failed_tasks``: the run's tasks that failed before the report, for its headline)."""
     run_dir = Path(run_dir)
     data = load_run(run_dir, history_root)
-    return write_atomic(run_dir / "report.html", render_html(data).encode("utf-8"))
+    return write_atomic(run_dir / "report.html", render_html(data, failed_tasks).encode("utf-8"))
 
 
 def render_text_summary(run_dir: str | Path) -> str:

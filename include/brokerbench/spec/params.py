@@ -55,6 +55,17 @@ def _results_root(_suite: Any) -> str:
 ROLES = ("broker", "metadata", "client")
 #: the most trials a run may have (``trials`` param and suite field)
 MAX_TRIALS = 20
+#: the longest measured phase or warm-up a param may ask for (min): a day; a nightly run is minutes
+MAX_DURATION_MINUTES = 24 * 60
+#: the highest rate a param may ask for (msg/s): ten times the published single-cluster records
+MAX_RATE_MSG_S = 10_000_000
+#: the longest reporting interval (s): an hour; a phase of fewer than a few intervals has no time series
+MAX_INTERVAL_SECONDS = 3600
+#: the most earlier runs a verdict may need before it judges: more than a year of nightly runs
+MAX_MIN_RUNS = 1000
+#: aws: the most instances per role, and the highest cost cap (USD) a run may state
+MAX_INSTANCES_PER_ROLE = 100
+MAX_COST_CAP_USD = 100_000
 
 
 def trials_number(v: Any) -> Any:
@@ -76,13 +87,13 @@ PARAMS: tuple[RunParam, ...] = (
                         "minItems": 1, "uniqueItems": True},
              lambda s: list(s.variants)),
     RunParam("test_duration_minutes", "plan", "Measured phase length (min); empty = suite/workload value",
-             {"type": ["null", "number"], "exclusiveMinimum": 0}),
+             {"type": ["null", "number"], "exclusiveMinimum": 0, "maximum": MAX_DURATION_MINUTES}),
     RunParam("warmup_duration_minutes", "plan", "Warm-up length (min); empty = suite/workload value",
-             {"type": ["null", "number"], "minimum": 0}),
+             {"type": ["null", "number"], "minimum": 0, "maximum": MAX_DURATION_MINUTES}),
     RunParam("rate_override_msg_s", "plan", "Replace every workload's producerRate (msg/s)",
-             {"type": ["null", "integer"], "minimum": 0}),
+             {"type": ["null", "integer"], "minimum": 0, "maximum": MAX_RATE_MSG_S}),
     RunParam("interval_seconds", "plan", "Reporting interval of the workers (s); empty = the suite's intervalSeconds",
-             {"type": ["null", "integer"], "exclusiveMinimum": 0}),
+             {"type": ["null", "integer"], "exclusiveMinimum": 0, "maximum": MAX_INTERVAL_SECONDS}),
     RunParam("trials", "plan",
              "Measured phase runs per workload, back to back after one warm-up; the run's value per metric is the "
              "median of the valid trials (docs/analytics.md); default: the suite's trials (1)",
@@ -92,7 +103,7 @@ PARAMS: tuple[RunParam, ...] = (
     RunParam("results_root", "plan", "Results directory (or s3://bucket/prefix)",
              {"type": "string", "minLength": 1}, _results_root),
     RunParam("regression_min_runs", "analysis", "Earlier runs of a track needed before a verdict",
-             {"type": "integer", "minimum": 1}, 3),
+             {"type": "integer", "minimum": 1, "maximum": MAX_MIN_RUNS}, 3),
     RunParam("regression_gate", "analysis", "Fail the run on a regression: auto = scheduled runs only",
              {"type": "string", "enum": ["auto", "always", "never"]}, "auto"),
     # the environment's settings (broker_versions: both environments; the rest: aws only); empty = the suite's
@@ -115,10 +126,11 @@ PARAMS: tuple[RunParam, ...] = (
              {"type": ["null", "object"], "properties": {r: {"type": "string"} for r in ROLES},
               "additionalProperties": False}),
     RunParam("instance_counts", "environment", "aws: instances per role",
-             {"type": ["null", "object"], "properties": {r: {"type": "integer", "minimum": 0} for r in ROLES},
+             {"type": ["null", "object"],
+              "properties": {r: {"type": "integer", "minimum": 0, "maximum": MAX_INSTANCES_PER_ROLE} for r in ROLES},
               "additionalProperties": False}),
     RunParam("cost_cap_usd", "environment", "aws: refuse the run when its expected cost is above this (USD)",
-             {"type": ["null", "number"], "minimum": 0}),
+             {"type": ["null", "number"], "minimum": 0, "maximum": MAX_COST_CAP_USD}),
     RunParam("tuning_profile", "environment", "aws: named broker tuning profile (include/infra/aws/profiles.yaml)",
              {"type": ["null", "string"]}),
 )

@@ -26,7 +26,7 @@ from ..util import split_trial, trial_id
 from .common import SUPPORTED_BROKERS, path_safe
 from .driver import DriverSpec
 from .errors import SpecError, from_validation_error
-from .params import MAX_TRIALS, trials_number
+from .params import MAX_DURATION_MINUTES, MAX_INTERVAL_SECONDS, MAX_RATE_MSG_S, MAX_TRIALS, trials_number
 from .roots import default_results_root
 from .suite import Suite, load_driver_ref, load_variant_ref, load_workload_ref
 from .variant import apply_variant
@@ -50,12 +50,12 @@ class RunParams(BaseModel):
     brokers: list[str] | None = Field(default=None, min_length=1)
     workloads: list[str] | None = Field(default=None, min_length=1)
     variants: list[str] | None = Field(default=None, min_length=1)
-    test_duration_minutes: float | None = Field(default=None, gt=0)
-    warmup_duration_minutes: float | None = Field(default=None, ge=0)
-    rate_override_msg_s: int | None = Field(default=None, ge=0)
+    test_duration_minutes: float | None = Field(default=None, gt=0, le=MAX_DURATION_MINUTES, allow_inf_nan=False)
+    warmup_duration_minutes: float | None = Field(default=None, ge=0, le=MAX_DURATION_MINUTES, allow_inf_nan=False)
+    rate_override_msg_s: int | None = Field(default=None, ge=0, le=MAX_RATE_MSG_S)
     environment: Literal["local", "aws"] | None = None
     results_root: str | None = None
-    interval_seconds: int | None = Field(default=None, gt=0)
+    interval_seconds: int | None = Field(default=None, gt=0, le=MAX_INTERVAL_SECONDS)
     trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
 
     _lists = field_validator("brokers", "workloads", "variants", mode="before")(_comma_list)

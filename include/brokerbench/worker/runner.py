@@ -595,9 +595,13 @@ class _Phase:
             extra["catchup_received"] = self.writer.catchup_received
         self.writer.finish(status=status, error=error, cpu_percent=validity["cpu_percent"], kind=self.kind,
                            validity=validity, load_s=round(self.load_s, 3), **extra)
+        # the row's status is decided by the aggregation (it adds the host-load and merged achieved-rate
+        # rules): this line says what the worker saw, never "ok" for a row the summary may call invalid
+        seen = ("invalid: " + "; ".join(validity["invalid_reasons"]) if validity["invalid_reasons"]
+                else "no invalidity seen by the worker")
         self.say(f"{job.phase} done: sent {t['sent']} acked {t['acked']} received {t['received']} "
-                 f"errors {t['send_errors']} cpu {validity['cpu_percent'] or 0:.0f}% status {status}"
-                 + (f" | client-bound: {'; '.join(validity['reasons'])}" if validity["client_bound"] else ""))
+                 f"errors {t['send_errors']} cpu {validity['cpu_percent'] or 0:.0f}% worker {status}; "
+                 f"{seen} (the row's status is the summary's)")
         if status != "ok":
             raise WorkerError(f"worker {job.worker} ({job.broker} at {_where(job.endpoint)}): {error}")
         return {**t, "validity": validity, "load_s": self.load_s, **extra}
