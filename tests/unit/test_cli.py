@@ -211,3 +211,47 @@ def test_a_stopped_bench_tears_its_run_down_and_gives_the_lease_back(tmp_path, m
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+@pytest.mark.parametrize("verdict, rc, code, headline", [
+    ("regressed", 0, 3, "REGRESSION: 1 metric(s) regressed in 1 of 1 track(s) (1 judged)"),
+    ("unchanged", 0, 0, "NO REGRESSION: 1 of 1 track(s) judged, none regressed"),
+    ("insufficient history", 0, 4, "NOT JUDGED: no baseline yet (1 of 1 track(s) have too few earlier valid runs)"),
+    ("not judged: invalid (foreign load)", 0, 4,
+     "NOT JUDGED: no valid measurement (1 of 1 track(s) invalid, partial or without data)"),
+])
+def test_the_exit_code_is_the_runs_outcome(tmp_path, capsys, verdict, rc, code, headline):
+    from brokerbench.outcome import outcome_of, write_outcome
+
+    run_id = "manual__2026-11-24T08:00:00+00:00"
+    run_dir = cli.run_dir_for(str(tmp_path), "brokerbench_smoke", run_id)
+    (run_dir / "summary").mkdir(parents=True)
+    (run_dir / "report.html").write_text("<html></html>")
+    write_outcome(run_dir, outcome_of([{"workload": "w", "broker": "kafka", "variant": "fsync-on",
+                                        "metric": "publish_latency_p99_ms", "verdict": verdict}]))
+    scan = cli.OutputScan()
+    scan.feed(f"2026-11-24T08:00:00Z [info ] creating dag run [x] run_id={run_id}\n")
+    assert cli._report_outcome(rc, scan, "brokerbench_smoke", "", str(tmp_path), tmp_path / "x.log") == code
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == f"brokerbench: OUTCOME: {headline}"  # the last line says it
+
+
+def test_a_run_without_its_outcome_is_failed(tmp_path, capsys):
+    run_id = "manual__2026-11-24T08:00:00+00:00"
+    scan = cli.OutputScan()
+    scan.feed(f"2026-11-24T08:00:00Z [info ] creating dag run [x] run_id={run_id}\n")
+    assert cli._report_outcome(1, scan, "brokerbench_smoke", "", str(tmp_path), tmp_path / "x.log") == 1
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("brokerbench: OUTCOME: FAILED:")
+
+
+def test_the_ticker_says_what_is_running_after_silence():
+    scan = cli.OutputScan()
+    said: list[str] = []
+    ticker = cli.Ticker(scan, every_s=0.2, out=said.append)
+    assert ticker.line().startswith("brokerbench: Airflow is starting (parsing the DAGs)")
+    scan.feed("2026-11-23T02:13:22.0Z [info ] [DAG TEST] starting task_id=analysis.aggregate map_index=-1 [x]\n")
+    with ticker:
+        import time
+
+        time.sleep(1.6)
+    assert said and said[-1].startswith("brokerbench: analysis.aggregate running for ")

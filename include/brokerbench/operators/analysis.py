@@ -3,6 +3,7 @@ tasks."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -116,7 +117,9 @@ class RunOutcomeOperator(BaseOperator):
         bad = {t: st for t, st in states.items() if st in ("failed", "upstream_failed")}
         run_state = ti.get_dagrun_state(dag_id=ctx.dag_id, run_id=ctx.run_id)
         stopped = str(getattr(run_state, "value", run_state)).lower() == "failed"
-        log.info("task states: %s", ", ".join(f"{t}={st}" for t, st in states.items()))
+        tally = Counter(states.values())
+        log.info("tasks: %s%s", ", ".join(f"{n} {st}" for st, n in sorted(tally.items())),
+                 f" ({', '.join(f'{t} {st}' for t, st in bad.items())})" if bad else "")
         with ctx.synced():
             result = run_outcome(ctx, [t for t, st in bad.items() if st == "failed"] or list(bad), stopped)
         run_type, _ = run_type_and_ts(context)
