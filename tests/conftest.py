@@ -29,7 +29,7 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 
 #: the marker every test under a directory gets (pytest -m "not integration and not e2e and not deployment"
 #: is what `make test-fast` runs: no broker, Spark or Airflow scheduler)
-DIRECTORY_MARKERS = {"integration": "integration", "e2e": "e2e", "deploy": "deployment"}
+DIRECTORY_MARKERS = {"integration": "integration", "e2e": "e2e", "deploy": "deployment", "faults": "faults"}
 
 
 def pytest_collection_modifyitems(config, items):

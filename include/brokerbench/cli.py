@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from brokerbench import local_airflow
+from brokerbench import local_airflow, run_guard
 from brokerbench.outcome import EXIT_CODES, Outcome, read_outcome
-from brokerbench.pipeline import environment_lease, teardown
 from brokerbench.pipeline.context import RunContext
+from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
 from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
 from brokerbench.spec.roots import default_results_root
 from brokerbench.spec.run_conf import check_conf
@@ -150,8 +150,6 @@ def open_log(log_dir: Path, dag_id: str):
             continue
 
 
-#: the run id `airflow dags test` created ("creating dag run ... run_id=manual__...") or finished
-_RUN_ID = re.compile(r"(?:creating dag run|DagRun Finished).*?\brun_id=([^\s,]+)")
 #: a task of the run starts; the run exists
 _TASK_START = re.compile(r"\[DAG TEST\] starting task_id=(\S+)")
 #: a task's new state
@@ -162,11 +160,6 @@ _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::\s?(.*))?$")
 _LOG_LINE = re.compile(r"^\s*\d{4}-\d\d-\d\dT\S+ \[")
 #: tasks whose failure only repeats others' (the watcher)
 _ECHO_TASKS = {"run_outcome"}
-
-
-def run_id_from_line(line: str) -> str | None:
-    m = _RUN_ID.search(line)
-    return m.group(1) if m else None
 
 
 def _raise_interrupt(*_: Any) -> None:
@@ -184,28 +177,6 @@ def _stop(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
-
-
-def stop_run(suite: str, dag_id: str, run_id: str, conf: dict[str, Any]) -> str:
-    """After a stopped `brokerbench bench`: stop the run's workers and everything it started, give the
-    environment's lease back. Results already measured stay in the run directory."""
-
-    ctx = RunContext(dag_id=dag_id, run_id=run_id, suite=suite, params=dict(conf))
-    done = []
-    try:
-        with ctx.synced():
-            if ctx.plan_path.exists():
-                env = ctx.environment()
-                done.append(f"{len(env.stop_workers())} worker(s) stopped")
-                record = teardown.teardown(ctx)
-                done.append(f"teardown: {len(record.get('stopped', []))} process(es) stopped"
-                            + (f", errors: {record['errors']}" if record.get("errors") else ""))
-                done.append("lease released" if environment_lease.release_environment(ctx) else "no lease held")
-            else:
-                done.append("nothing to tear down (the run had not been validated)")
-    except Exception as e:  # noqa: BLE001 - say what failed; the sweeper / next teardown is the fallback
-        done.append(f"teardown did not complete: {type(e).__name__}: {e}")
-    return f"run {run_id}: " + "; ".join(done) + f"; results kept in {ctx.run_dir}"
 
 
 class OutputScan:
@@ -268,22 +239,6 @@ class OutputScan:
         """Failed tasks and their exception line, the watcher left out when others failed."""
         own = {t: e for t, e in self.failed.items() if t not in _ECHO_TASKS}
         return own or dict(self.failed)
-
-
-def _lookup_run_id(dag_id: str, logical_date: str) -> str | None:
-    """Fallback when the output did not name the run (e.g. a logging level above INFO):
-    the run of ``dag_id`` with our logical date, from `airflow dags list-runs`."""
-    try:
-        out = subprocess.run([sys.executable, "-m", "airflow", "dags", "list-runs", dag_id, "-o", "json"],
-                             capture_output=True, text=True, timeout=120).stdout
-        want = dt.datetime.fromisoformat(logical_date)
-        for run in json.loads(out[out.index("["):]):
-            ld = run.get("logical_date")
-            if ld and dt.datetime.fromisoformat(str(ld).replace("Z", "+00:00")) == want:
-                return run.get("run_id")
-    except (OSError, ValueError, subprocess.SubprocessError):
-        pass
-    return None
 
 
 def _report_found(results_root: str, run_dir: Path, run_uri: str) -> bool:
@@ -356,10 +311,13 @@ def _cmd_bench(args) -> int:
     say(f"starting Airflow for {dag_id} (it parses the DAG before the first task: about 20 s)")
     started = time.time()
     scan = OutputScan()
+    # should this command line be killed outright, the guard stops the run and tears it down
+    guard = functools.partial(run_guard.start, cli_pid=os.getpid(), suite=suite.name, dag_id=dag_id,
+                              logical_date=logical_date, conf=conf, log_path=log_path)
     with log:
-        rc = _relay_dags_test(cmd, log, scan, args.verbose)
+        rc = _relay_dags_test(cmd, log, scan, args.verbose, guard)
     if rc is None:  # stopped: tear down what the run started (teardown always runs)
-        run_id = scan.run_id or _lookup_run_id(dag_id, logical_date)
+        run_id = scan.run_id or lookup_run_id(dag_id, logical_date)
         if run_id:
             print(f"brokerbench: {stop_run(suite.name, dag_id, run_id, conf)}", file=sys.stderr, flush=True)
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
@@ -408,16 +366,19 @@ class Ticker:
         self._thread.join()
 
 
-def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool) -> int | None:
+def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool,
+                     guard: Callable[[int], subprocess.Popen] | None = None) -> int | None:
     """Run ``airflow dags test``: every line to the log and the scan, the progress lines to the terminal.
-    Returns its exit code, or None when Ctrl-C or SIGTERM stopped it (then the process group is stopped)."""
+    Returns its exit code, or None when Ctrl-C, SIGTERM or SIGHUP stopped it (then the process group is
+    stopped). ``guard(pgid)`` starts the process that stops the run should this one be killed outright."""
     # `airflow dags test` runs every task in its own process: the environment's lease is bound to it, so a
     # run stopped with Ctrl-C does not keep the environment until the lease expires
     env = dict(os.environ, BROKERBENCH_LEASE_BOUND_TO_PROCESS="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
                             start_new_session=True)
     assert proc.stdout is not None
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    guarding = guard(proc.pid) if guard else None
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with Ticker(scan) as ticker:
             for line in proc.stdout:
@@ -433,7 +394,10 @@ def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool) -> in
         _stop(proc)
         return None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if guarding is not None:
+            run_guard.stop(guarding)
 
 
 def _report_outcome(rc: int, scan: OutputScan, dag_id: str, logical_date: str, results_root: str,
@@ -450,7 +414,7 @@ def _report_outcome(rc: int, scan: OutputScan, dag_id: str, logical_date: str, r
                   f"{os.environ.get('AIRFLOW_HOME')})", file=sys.stderr)
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
         return EXIT_REFUSED
-    run_id = scan.run_id or _lookup_run_id(dag_id, logical_date)  # the latter: output above INFO
+    run_id = scan.run_id or lookup_run_id(dag_id, logical_date)  # the latter: output above INFO
     if run_id is None:
         print("brokerbench: could not tell which DAG run this was" + (":" if rc else ""), file=sys.stderr)
         for line in scan.reason if rc else []:

@@ -198,15 +198,32 @@ def _bound_process_gone(h: dict[str, Any]) -> bool:
 
 
 def _drop_expired(scope: str, doc: dict[str, Any], now: float) -> None:
+    """Drop the holders whose lease expired or whose bound process is gone, and remember them under ``dead``
+    until a run takes them (:func:`take_dead`) to stop what they left running."""
     for key, h in list(doc["holders"].items()):
         if h.get("expires", 0) < now:
+            why = f"its lease expired at {_iso(h.get('expires', 0))} without being released"
             log.warning("lease of %s held by run %s expired at %s without being released (its run died before "
                         "teardown?): dropped", scope, key, _iso(h.get("expires", 0)))
-            doc["holders"].pop(key)
         elif _bound_process_gone(h):
+            why = f"the process running it (pid {h.get('bound_pid')}) is gone"
             log.warning("lease of %s held by run %s dropped: the process running that run (pid %s) is gone",
                         scope, key, h.get("bound_pid"))
-            doc["holders"].pop(key)
+        else:
+            continue
+        doc["holders"].pop(key)
+        doc.setdefault("dead", {})[key] = {"why": why, "dropped_at": now, "note": h.get("note", "")}
+
+
+def take_dead(scope: str, store: Store | None = None) -> dict[str, dict[str, Any]]:
+    """The runs of ``scope`` that died holding its lease and whose leftovers nobody has stopped yet (run key ->
+    why it was found dead); removed from the store as they are returned, so one run recovers each."""
+
+    def change(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        _drop_expired(scope, doc, time.time())
+        return doc.pop("dead", {})
+
+    return (store or store_for()).update(scope, change)
 
 
 def acquire(scope: str, holder: str, *, slots: int = 1, ttl_s: float = 3600.0, note: str = "",

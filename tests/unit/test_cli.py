@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerbench import cli
+from brokerbench import cli, run_guard
 from brokerbench.pipeline.context import RunContext
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,7 +180,7 @@ def test_output_scan_of_a_refusal():
 
 
 def test_a_stopped_bench_tears_its_run_down_and_gives_the_lease_back(tmp_path, monkeypatch):
-    """What `brokerbench bench` does after Ctrl-C / SIGTERM (cli.stop_run): workers and every process the
+    """What `brokerbench bench` does after Ctrl-C / SIGTERM (run_guard.stop_run): workers and every process the
     run started stop, the environment's lease is released, the results stay."""
     import time
 
@@ -201,7 +201,7 @@ def test_a_stopped_bench_tears_its_run_down_and_gives_the_lease_back(tmp_path, m
              for role in ("worker", "rabbitmq")]
     try:
         time.sleep(0.5)
-        said = cli.stop_run("smoke", "brokerbench_smoke", "manual__1", conf)
+        said = run_guard.stop_run("smoke", "brokerbench_smoke", "manual__1", conf)
         assert "1 worker(s) stopped" in said and "lease released" in said and str(ctx.run_dir) in said
         assert all(p.wait(timeout=30) is not None for p in procs)
         assert lease.holders(environment_lease.lease_scope(ctx)[0]) == {}

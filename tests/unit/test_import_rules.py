@@ -57,7 +57,10 @@ RULES = {
                               "brokerbench.environments.aws.fleet",
                               "brokerbench.triggers", "brokerbench.web", "brokerbench.storage", *HELPERS),
     "brokerbench.dag_factory": ("brokerbench.operators", "brokerbench.notify", "brokerbench.spec", *HELPERS),
-    "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.report",
+    # what the command line started, and how it is stopped when the command line is gone
+    "brokerbench.run_guard": ("brokerbench.pipeline",),
+    "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.run_guard",
+                        "brokerbench.report",
                         "brokerbench.spec", "brokerbench.storage",
                         "brokerbench.environments.aws.fleet", *HELPERS),
 }

@@ -32,3 +32,46 @@ def test_a_second_run_waits_until_the_first_releases(tmp_path, monkeypatch):
     assert environment_lease.release_environment(first) is True
     assert environment_lease.acquire_environment(second) is None
     assert environment_lease.release_environment(second) is True
+
+
+def test_a_run_stops_what_a_dead_run_left_before_it_deploys(tmp_path, monkeypatch):
+    """The first run's process died holding the lease, its 'broker' and 'worker' still running: the next run
+    takes the lease, stops them before anything is deployed, and says so in its provenance."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from brokerbench.environments.processes import MARKER_BROKER, MARKER_STATE
+
+    dead = _validated(tmp_path, "manual__dead", monkeypatch)
+    runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # the dead run's process
+    monkeypatch.setenv("BROKERBENCH_LEASE_BOUND_TO_PROCESS", "1")
+    monkeypatch.setattr(os, "getpid", lambda: runner.pid)
+    assert environment_lease.acquire_environment(dead) is None
+    monkeypatch.undo()
+    monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "home"))
+    state = dead.environment().state_dir
+    state.mkdir(parents=True)
+    left = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
+                             env=dict(os.environ, **{MARKER_STATE: str(state), MARKER_BROKER: role}))
+            for role in ("rabbitmq", "worker")]
+    try:
+        runner.kill()
+        runner.wait()
+        nxt = _validated(tmp_path, "manual__next", monkeypatch)
+        assert environment_lease.acquire_environment(nxt) is None  # the dead run's lease was dropped
+        recovered = environment_lease.recover_dead_runs(nxt)
+        assert [r["run"] for r in recovered] == [dead.run_key]
+        assert "is gone" in recovered[0]["why"]
+        assert sorted(p["pid"] for p in recovered[0]["stopped"]) == sorted(p.pid for p in left)
+        assert all(p.wait(timeout=30) is not None for p in left)
+        doc = json.loads((nxt.run_dir / "provenance" / "recovered.json").read_text())
+        assert doc["dead_runs"][0]["run"] == dead.run_key
+        # each dead run is recovered once
+        assert environment_lease.recover_dead_runs(nxt) == []
+    finally:
+        for p in left + [runner]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -154,6 +154,12 @@ class Environment(ABC):
         fresh object and from any process. Returns a description of each one stopped. Default: none."""
         return []
 
+    def stop_leftovers_of(self, run_key: str) -> list[dict[str, Any]]:  # noqa: ARG002 - the default has none
+        """Stop what run ``run_key`` - found dead holding this environment's lease - left running where this run
+        is about to measure; one entry (pid, broker, role, cmd) per process stopped. Default: nothing (machines
+        of its own are the sweeper's, docs/aws.md)."""
+        return []
+
     def cleanup_failed_provision(self, *, reason: str | None = None) -> dict[str, Any]:  # noqa: ARG002
         """After a provision that failed on its last try (Airflow then skips the teardown): remove whatever the
         tries created, from a fresh object. Default: the teardown (the reason is for environments that record

@@ -10,7 +10,12 @@ from airflow.sdk.exceptions import AirflowFailException
 from typing_extensions import override
 
 from brokerbench.operators.base import BrokerbenchStepOperator, log, run_context
-from brokerbench.pipeline.environment_lease import acquire_environment, lease_scope, lease_store
+from brokerbench.pipeline.environment_lease import (
+    acquire_environment,
+    lease_scope,
+    lease_store,
+    recover_dead_runs,
+)
 from brokerbench.pipeline.setup import provision, setup_hosts, validate
 from brokerbench.spec import SpecError
 from brokerbench.triggers import LeaseFreeTrigger
@@ -54,9 +59,12 @@ class AcquireEnvironmentOperator(BaseOperator):
         with ctx.synced():
             busy = acquire_environment(ctx)
             scope, slots = lease_scope(ctx)
+            if busy is None:
+                # before anything is deployed: what dead runs left behind is stopped (provenance/recovered.json)
+                recovered = recover_dead_runs(ctx)
         if busy is None:
             log.info("this run holds the lease of the %s environment", scope)
-            return {"scope": scope, "run_key": ctx.run_key}
+            return {"scope": scope, "run_key": ctx.run_key, "recovered": [r["run"] for r in recovered]}
         log.info("waiting, not failing: %s. This run provisions when the lease is free.", busy)
         self.defer(trigger=LeaseFreeTrigger(scope, slots, str(lease_store(ctx)), self.poll_s),
                    method_name="execute", timeout=self.timeout)

@@ -4,11 +4,10 @@ taken before provisioning, renewed before every step that loads the hosts, given
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from brokerbench import lease
-from brokerbench.pipeline.context import RunContext
-
-# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
+from brokerbench.pipeline.context import RunContext, log
 
 # -- the environment's lease (brokerbench.lease) ---------------------------------
 
@@ -61,3 +60,21 @@ def hold_environment(ctx: RunContext) -> None:
 def release_environment(ctx: RunContext) -> bool:
     scope, _ = lease_scope(ctx)
     return lease.release(scope, ctx.run_key, lease_store(ctx))
+
+
+def recover_dead_runs(ctx: RunContext) -> list[dict[str, Any]]:
+    """Before this run deploys anything: stop what runs that died holding the environment's lease left there
+    (their brokers and workers, from the process registry), say so in the log and in the run's provenance
+    (provenance/recovered.json, also when there was nothing to stop). Call it while holding the lease."""
+    scope, _ = lease_scope(ctx)
+    env = ctx.environment()
+    recovered = []
+    for key, dead in sorted(lease.take_dead(scope, lease_store(ctx)).items()):
+        stopped = env.stop_leftovers_of(key)
+        recovered.append({"run": key, "why": dead.get("why"), "stopped": stopped})
+        log.warning("recovered the %s environment from dead run %s (%s): %d process(es) it left running stopped%s",
+                    scope, key, dead.get("why"), len(stopped),
+                    ": " + ", ".join(f"{p.get('broker')} {p.get('role')} pid {p.get('pid')}" for p in stopped)
+                    if stopped else "")
+    ctx.write_json("provenance/recovered.json", {"scope": scope, "dead_runs": recovered})
+    return recovered

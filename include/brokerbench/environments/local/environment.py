@@ -126,12 +126,19 @@ class LocalEnvironment(Machine, Environment):
 
     def __init__(self, run_key: str, settings: dict[str, Any] | None = None):
         settings = dict(settings or {})
+        self._given_settings = dict(settings)  # another run's environment on this machine: the same settings
         root = os.environ.get("BROKERBENCH_LOCAL_STATE_ROOT")
         if root and not settings.get("state_dir"):
             settings["state_dir"] = str(Path(root) / Path(state_dir_for(run_key)).name)
         super().__init__(run_key, settings)
         #: the settings, typed: every default is LocalSettings'
         self.local_settings = local_settings(self.settings)
+
+    @override
+    def stop_leftovers_of(self, run_key: str) -> list[dict[str, Any]]:
+        """The dead run's teardown, from a fresh object for its state directory on this machine."""
+        record = LocalEnvironment(run_key, self._given_settings).teardown()
+        return list(record.get("stopped", []))
 
     # -- provision / host setup ------------------------------------------------
     def provision(self) -> dict[str, Any]:
