@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from brokerbench import local_airflow, run_guard
-from brokerbench.outcome import EXIT_CODES, Outcome, read_outcome
+from brokerbench.outcome import EXIT_CODES, Outcome, RunOutcome, read_outcome, write_outcome
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
 from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
@@ -323,7 +323,29 @@ def _cmd_bench(args) -> int:
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
         return EXIT_INTERRUPTED
     say(f"{dag_id} finished in {time.time() - started:.0f} s (airflow dags test exit code {rc})")
+    if rc < 0:  # the process running the tasks was killed: nothing of the run's own ran after it
+        _after_killed_run(-rc, scan, suite.name, dag_id, logical_date, conf, results_root)
     return _report_outcome(rc, scan, dag_id, logical_date, results_root, log_path)
+
+
+def _after_killed_run(signum: int, scan: OutputScan, suite: str, dag_id: str, logical_date: str,
+                      conf: dict[str, Any], results_root: str) -> None:
+    """`airflow dags test` (which runs the tasks in its own process) was killed by ``signum``: its teardown
+    tasks never ran. Tear the run down, release the lease, mark the DAG run failed and write the outcome."""
+    run_id = scan.run_id or lookup_run_id(dag_id, logical_date)
+    if run_id is None:
+        return
+    name = signal.Signals(signum).name if signum in signal.valid_signals() else str(signum)
+    print(f"brokerbench: airflow dags test was killed ({name}); tearing the run down", file=sys.stderr, flush=True)
+    print(f"brokerbench: {stop_run(suite, dag_id, run_id, conf)}", file=sys.stderr, flush=True)
+    try:
+        print(f"brokerbench: {run_guard.mark_failed(dag_id, run_id)}", file=sys.stderr, flush=True)
+    except Exception as e:  # noqa: BLE001 - the run is torn down; its state in the database is the rest
+        print(f"brokerbench: could not mark DAG run {run_id} failed: {type(e).__name__}: {e}", file=sys.stderr)
+    run_dir = run_dir_for(results_root, dag_id, run_id)
+    if run_dir.exists() and read_outcome(run_dir) is None:
+        write_outcome(run_dir, RunOutcome(Outcome.FAILED, f"the process running the tasks (airflow dags test) "
+                                                          f"was killed by {name}; the run was torn down"))
 
 
 class Ticker:
