@@ -42,7 +42,7 @@ def has_measurements(ctx: RunContext, sync=None) -> bool:
 
 
 def report(ctx: RunContext) -> str:
-    # the report draws with matplotlib: loaded in the report task, not where DAG files are parsed
+    # the report draws with Plotly: loaded in the report task, not where DAG files are parsed
     from brokerbench.report.html import build_report, render_text_summary
 
     path = build_report(ctx.run_dir, history_root=run_history_root(ctx))
