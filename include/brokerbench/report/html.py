@@ -186,9 +186,11 @@ def _status_note(row: Mapping[str, Any]) -> str:
 def row_verdicts(verdicts: Sequence[Mapping[str, Any]], judged: bool) -> list[dict[str, str]]:
     """One row's verdicts as short items ({"text", "cls"}): each regressed or improved metric with its
     change, then how many metrics got each other verdict; "not judged" without its reasons (they are the
-    status badge's). ``judged``: whether the run has verdicts at all."""
+    status badge's). ``judged``: whether the run has verdicts at all (if not, the headline says so: no item)."""
+    if not judged:
+        return []
     if not verdicts:
-        return [{"text": "no verdicts" if judged else "not judged (no verdict step)", "cls": "meta"}]
+        return [{"text": "no verdicts", "cls": "meta"}]
     items = []
     counts: dict[str, int] = {}
     for v in verdicts:
@@ -467,7 +469,7 @@ def _changes_for(rows: Sequence[dict[str, Any]], column: str) -> list[tuple[str,
 def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None,
                  id_prefix: str = "trend") -> list[dict[str, Any]]:
     """Small multiples per broker / variant / workload (ok rows; one line per broker version), change points
-    of each version's series marked; latency panels on a log axis. One chart ({"alt", "html"}) per track."""
+    of each version's series marked; latency panels on a log axis. One chart ({"title", "html"}) per track."""
     env = _environment(data)
     rows = [r for r in data.history if (env is None or r.get("environment") in (env, None))
             and r.get("status") in (None, "ok")]
@@ -493,7 +495,7 @@ def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None,
             panels.append(Panel(y_label.replace(" (", "<br>(") + (", log" if log_y else ""), series, changes, log_y))
         runs = len({r.get("run_key") for r in t_rows})
         fig = track_figure(f"{b} / {x} / {w}: {runs} ok run(s)", panels)
-        parts.append({"alt": f"{w}: trend {b}/{x}: " + ", ".join(c for c, _ in TREND_METRICS),
+        parts.append({"title": f"{w}: trend {b}/{x}: " + ", ".join(c for c, _ in TREND_METRICS),
                       "html": figure_html(fig, f"{id_prefix}-{_slug(f'{b}-{x}-{w}')}")})
     return parts
 
