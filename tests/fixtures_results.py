@@ -12,10 +12,15 @@ Two levels:
 - :func:`build_synthetic_run` writes a whole run directory (several brokers,
   variants, workers, intervals, a warm-up phase, provenance, plan.json) and
   returns the raw truth per combination.
+
+And, for the report, a run as the aggregation and the verdict step leave it
+(:func:`write_report_run`: summary.csv, timeseries.csv, sweep.csv, OMB
+documents, regression.json), without running Spark.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -457,3 +462,113 @@ def history_row(day: int, broker: str = "kafka", version: str = "3.8.0", p99: fl
             row[f"{prefix}_{stat}_ms"] = p99 * scale * f
     row.update(kw)
     return row
+
+
+# -- a run as the report reads it (aggregated, verdicts written) ---------------------------
+
+#: the reason of the invalid row of :func:`write_report_run` (as the validity rules write it)
+FOREIGN_LOAD = ("foreign load: mean 43.6 % CPU (of all cores) of processes not of this run on localhost during "
+                "the phase (limit 25 %; max 49.6 %)")
+PARTIAL = "partial: worker client2-0 has no end record"
+
+
+def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_report_run(run_dir: str | Path, workload: str = "1-topic-16-partitions-1kb",
+                     brokers: Sequence[str] = ("kafka", "pulsar", "rabbitmq"),
+                     variants: Sequence[str] = ("fsync-off", "fsync-on"), sweep: bool = True) -> Path:
+    """The files a run's report reads, as the aggregation and the verdict step write them
+    (docs/aggregation-and-report.md): summary/summary.csv (one row per broker x variant; kafka/fsync-on
+    invalid by foreign load, pulsar/fsync-off partial), timeseries.csv (6 intervals of 10 s), OMB documents
+    with quantile maps, sweep.csv (kafka and rabbitmq fsync-off, 4 steps, the last unstable) and
+    regression.json (kafka/fsync-off: p99 publish latency regressed; the invalid and partial rows not judged;
+    pulsar/fsync-on: insufficient history; the rest unchanged). Returns the run directory."""
+    run_dir = Path(run_dir)
+    summary, timeseries, verdicts = [], [], []
+    for b_i, broker in enumerate(brokers):
+        for v_i, variant in enumerate(variants):
+            p50 = 0.8 * (1 + b_i) * (1 + 2 * v_i)
+            status, reasons = "ok", ""
+            if (broker, variant) == ("kafka", "fsync-on"):
+                status, reasons = f"invalid: {FOREIGN_LOAD}", FOREIGN_LOAD
+            elif (broker, variant) == ("pulsar", "fsync-off"):
+                status = PARTIAL
+            summary.append({
+                "workload": workload, "broker": broker, "driver": BROKER_DRIVERS.get(broker, f"{broker}-latency"),
+                "variant": variant, "broker_implementation": f"{broker}-impl", "broker_version": f"{3 + b_i}.{v_i}.0",
+                "durability_honoured": True, "client_library": BROKER_CLIENTS.get(broker, ("client", "1.0"))[0],
+                "target_rate_msg_s": 1000.0, "publish_rate_msg_s": 1000.0 - 3.5 * b_i - v_i,
+                "consume_rate_msg_s": 999.0 - 3.5 * b_i, "publish_error_rate_msg_s": 0.0,
+                "measured_seconds": 60.0, "workers": 2, "messages_sent": 60000,
+                "publish_latency_p50_ms": p50, "publish_latency_p99_ms": p50 * 4.5, "publish_latency_p999_ms": p50 * 9,
+                "publish_latency_max_ms": p50 * 20, "e2e_latency_avg_ms": p50 * 1.6, "e2e_latency_p50_ms": p50 * 1.5,
+                "e2e_latency_p99_ms": p50 * 6, "e2e_latency_max_ms": p50 * 30, "publish_delay_p99_us": 180.0 + b_i,
+                "backlog_end_msgs": 3 * b_i, "invalid_reasons": reasons, "status": status,
+            })
+            for i in range(6):
+                wobble = 1 + 0.1 * ((i * (b_i + 2)) % 3)
+                timeseries.append({
+                    "workload": workload, "broker": broker, "driver": summary[-1]["driver"], "variant": variant,
+                    "interval_index": i, "interval_start_s": 10.0 * i, "drain_interval": False,
+                    "publish_rate_msg_s": 1000.0 - i * b_i, "consume_rate_msg_s": 998.0 - i * b_i,
+                    "publish_latency_p99_ms": p50 * 4.5 * wobble, "e2e_latency_p99_ms": p50 * 6 * wobble,
+                    "e2e_latency_avg_ms": p50 * 1.6 * wobble,
+                })
+            quantiles = {str(p): p50 * f for p, f in ((50.0, 1), (90.0, 2), (99.0, 4.5), (99.9, 9), (100.0, 20))}
+            omb = run_dir / "summary" / "omb" / f"{workload}__{summary[-1]['driver']}__{variant}.json"
+            omb.parent.mkdir(parents=True, exist_ok=True)
+            omb.write_text(json.dumps({"workload": workload, "driver": summary[-1]["driver"], "broker": broker,
+                                       "variant": variant, "aggregatedPublishLatencyQuantiles": quantiles,
+                                       "aggregatedEndToEndLatencyQuantiles": quantiles}))
+            verdicts += _report_verdicts(summary[-1])
+    _write_csv(run_dir / "summary" / "summary.csv", summary)
+    _write_csv(run_dir / "summary" / "timeseries.csv", timeseries)
+    if sweep:
+        steps = []
+        for broker, slower in (("kafka", 1.0), ("rabbitmq", 1.5)):
+            for step, rate in enumerate((1000.0, 5000.0, 20000.0, 50000.0)):
+                steps.append({"workload": workload, "broker": broker, "driver": BROKER_DRIVERS[broker],
+                              "variant": "fsync-off", "step": step, "target_rate_msg_s": rate,
+                              "publish_rate_msg_s": rate * (0.99 if step < 3 else 0.6),
+                              "consume_rate_msg_s": rate * (0.99 if step < 3 else 0.55),
+                              "publish_latency_p50_ms": 0.8 * 2 ** step, "publish_latency_p99_ms": 3.0 * slower * 3 ** step,
+                              "e2e_latency_p99_ms": 4.0 * 3 ** step, "publish_delay_p99_us": 100.0 * 2 ** step,
+                              "stable": step < 3, "reasons": "" if step < 3 else "backlog grew"})
+        _write_csv(run_dir / "summary" / "sweep.csv", steps)
+    (run_dir / "summary" / "regression.json").write_text(json.dumps(
+        {"run_key": "brokerbench_nightly__scheduled__2026-11-20", "rule": {"baseline_runs": 30, "k": 3.0,
+                                                                           "min_runs": 3, "detector": {}},
+         "verdicts": verdicts}, indent=2))
+    (run_dir / "plan.json").write_text(json.dumps({"suite": {"name": "nightly-latency"},
+                                                   "environment": {"name": "local"}}))
+    return run_dir
+
+
+def _report_verdicts(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """regression.json's verdicts of one summary row of :func:`write_report_run`."""
+    ident = {k: row[k] for k in ("workload", "broker", "variant", "broker_version")}
+    status = str(row["status"])
+    if status != "ok":
+        kind, _, rest = status.partition(": ")
+        return [dict(ident, metric="(all metrics)", verdict=f"not judged: {kind} ({rest})", rule="validity",
+                     evidence=f"status {status}: a row whose status is not ok is never judged nor a baseline",
+                     value=None, baseline_median=None, change_percent=None, baseline_n=0)]
+    out = []
+    for metric in ("publish_rate_msg_s", "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_p99_ms"):
+        verdict, change = "unchanged", 1.0
+        if (row["broker"], row["variant"]) == ("kafka", "fsync-off") and metric == "publish_latency_p99_ms":
+            verdict, change = "regressed", 32.0
+        elif (row["broker"], row["variant"]) == ("pulsar", "fsync-on"):
+            verdict, change = "insufficient history", 0.0
+        value = float(row[metric])
+        out.append(dict(ident, metric=metric, verdict=verdict, rule="threshold", value=value,
+                        baseline_median=round(value / (1 + change / 100), 4), change_percent=change,
+                        baseline_n=2 if verdict == "insufficient history" else 12,
+                        evidence=f"{metric} {value:.4g} vs median {value / (1 + change / 100):.4g}"))
+    return out

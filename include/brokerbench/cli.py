@@ -471,7 +471,7 @@ def _print_results(results_root: str, dag_id: str, run_id: str) -> bool:
     run_dir = run_dir_for(results_root, dag_id, run_id)
     run_uri = run_uri_for(results_root, dag_id, run_id)
     if (run_dir / "summary" / "summary.csv").exists():
-        from brokerbench.report.html import render_text_summary  # matplotlib: only when a report is printed
+        from brokerbench.report.html import render_text_summary  # Plotly, matplotlib: only when a report is printed
 
         print(render_text_summary(run_dir))
     print(f"brokerbench: run {run_id}: {run_uri}")

@@ -33,15 +33,16 @@ import io
 import json
 import os
 import re
-import shutil
-import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 from harness import BUCKET, Deployment
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.chromium import chromium  # noqa: E402
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(2400)]
 
@@ -54,26 +55,6 @@ TERMINAL = {"success", "failed"}
 
 def _t(ts: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")) if ts else None
-
-
-def _chromium_exe() -> str:
-    exe = shutil.which("chromium")
-    if not exe:
-        raise RuntimeError("Debian's chromium is not installed; include/infra/local/bootstrap.sh installs it as root")
-    return exe
-
-
-def chromium(url: str, screenshot: Path | None = None, budget_ms: int = 20000) -> str:
-    """Debian's Chromium, headless, with a fresh profile and no background traffic (this machine has no
-    network): the page's DOM after scripts ran, and a screenshot when asked."""
-    shot = [f"--screenshot={screenshot}"] if screenshot else []
-    with tempfile.TemporaryDirectory() as profile:
-        out = subprocess.run(
-            [_chromium_exe(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}", "--window-size=1400,1000",
-             "--dump-dom", *shot, url], capture_output=True, text=True, timeout=120)
-    return out.stdout
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ def test_dag_file_imports_quickly_in_a_fresh_interpreter(tmp_path):
 
 def test_parse_does_not_import_brokers_or_spark():
     code = ("import runpy, sys; runpy.run_path('dags/brokerbench_suites.py'); "
-            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib') if m in sys.modules))")
+            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib', 'plotly') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
     assert out.stdout.strip().splitlines()[-1] == "[]"
@@ -117,7 +117,7 @@ def test_compare_dag_runs_on_the_history_asset():
     from brokerbench.dag_factory import HISTORY_ASSET
 
     code = ("import runpy, sys; g = runpy.run_path('dags/brokerbench_compare.py'); "
-            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib') if m in sys.modules))")
+            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib', 'plotly') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
     assert out.stdout.strip().splitlines()[-1] == "[]"
@@ -138,7 +138,7 @@ def test_aws_sweeper_dag_is_hourly_paused_at_first_and_light_to_parse():
 
     root = __import__("pathlib").Path(__file__).resolve().parents[2]
     code = ("import runpy, sys; g = runpy.run_path('dags/brokerbench_aws_sweeper.py'); "
-            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib') "
+            "print(sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', 'matplotlib', 'plotly') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=str(root))
     assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import base64
 import csv
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-import brokerbench
-from brokerbench.report.data import column_unit
-from brokerbench.report.html import build_report, format_value, render_text_summary
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.report_page import plotly_figures  # noqa: E402
+
+import brokerbench  # noqa: E402
+from brokerbench.report.data import column_unit  # noqa: E402
+from brokerbench.report.html import build_report, format_value, render_text_summary  # noqa: E402
 
 NASTY = "<script>alert('x')</script> & \"quoted\""
 
@@ -120,19 +123,22 @@ def test_report_has_title_table_and_units(run_dir):
     assert "partial: worker client2-0 has no end record" in text
 
 
-def test_report_embeds_four_png_charts(run_dir):
+def test_report_draws_five_interactive_time_series_charts(run_dir):
     text = build_report(run_dir).read_text()
-    images = re.findall(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
-    assert len(images) == 4
-    for b64 in images:
-        assert base64.b64decode(b64)[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "p99 publish latency over time" in text
-    assert "average end-to-end latency over time" in text
-    assert "p99 end-to-end latency over time" in text
-    assert "throughput over time" in text
-    # self-contained: nothing fetched from elsewhere
-    assert not re.search(r'(src|href)="(https?:)?//', text)
-    assert "<link" not in text
+    assert "<img " not in text  # no static images: every chart is a Plotly figure
+    figures = plotly_figures(text)
+    titles = [f["layout"]["title"]["text"] for f in figures.values()]
+    assert titles == ["p99 publish latency over time", "p99 end-to-end latency over time",
+                      "average end-to-end latency over time", "publish rate (acked) over time",
+                      "consume rate over time"]
+    for fig in figures.values():
+        # one line per broker x variant, the drain interval left out, the partial one marked
+        names = sorted(t["name"] for t in fig["data"])
+        assert names == ["kafka/default", "kafka/fsync [durability NOT honoured]", "pulsar/default (partial)"]
+        assert all(len(t["x"]) == 3 for t in fig["data"])
+    # self-contained: plotly.js inline, nothing fetched from elsewhere
+    assert "<script src" not in text and "<link" not in text
+    assert not re.search(r'(src|href)="(https?:)?//', text.split("<body>")[1])
 
 
 def test_durability_warning_and_marked_row(run_dir):
@@ -151,7 +157,9 @@ def test_durability_warning_and_marked_row(run_dir):
 
 def test_text_is_escaped(run_dir):
     text = build_report(run_dir).read_text()
-    assert "<script>" not in text
+    assert "<script>alert" not in text and "alert('x')" not in text
+    # the only scripts: plotly.js and one per figure
+    assert text.count("<script") == 1 + len(plotly_figures(text))
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &quot;quoted&quot;" in text
     assert "nvme &lt;fast&gt;" in text
 
@@ -175,7 +183,7 @@ def test_report_without_provenance_or_plan(run_dir):
     # the summary still knows durability from the provenance the Spark job joined
     text = build_report(run_dir).read_text()
     assert '<table class="results">' in text
-    assert len(re.findall(r"<img ", text)) == 4
+    assert len(plotly_figures(text)) == 5
     assert "No host record" in text and "No plan.json" in text
     assert "cannot honour durability variant &#x27;fsync&#x27;" in text
 

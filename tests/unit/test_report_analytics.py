@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import sys
@@ -12,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import history_row, write_history_rows  # noqa: E402
+from support.report_page import plotly_figures  # noqa: E402
 
 from brokerbench.history import read_history  # noqa: E402
 from brokerbench.pipeline import analysis, setup  # noqa: E402
@@ -122,11 +122,18 @@ def test_report_shows_regression_table_quantile_curves_and_trends(results):
     assert "<h2>Regression verdicts</h2>" in text and '<table class="regression">' in text
     assert re.search(r'<tr class="verdict bad">.*?publish_latency_p99_ms.*?<strong>regressed</strong>', text)
     assert "insufficient history" in text
-    assert "publish latency by percentile" in text and "end-to-end latency by percentile" in text
+    figures = plotly_figures(text)
+    quantiles = figures["w0-publish-quantiles"]
+    assert quantiles["layout"]["title"]["text"] == "publish latency by percentile"
+    assert quantiles["layout"]["xaxis"]["ticktext"] == ["0", "50", "90", "99", "99.9", "99.99"]
+    assert [t["y"] for t in quantiles["data"]] == [[1.5, 3.0, 5.0, 7.5, 9.0]]  # the maximum has no place
+    assert "end-to-end latency by percentile" in text
     assert "w1: trend kafka/fsync-on: publish_latency_p99_ms, e2e_latency_p99_ms" in text
     assert "w1: trend rabbitmq/fsync-on" in text
-    for b64 in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text):
-        assert base64.b64decode(b64)[:4] == b"\x89PNG"
+    trend = figures["trend-kafka-fsync-on-w1"]
+    assert sorted({t["name"] for t in trend["data"]}) == ["3.8.0", "3.9.0"]  # one line per broker version
+    assert trend["layout"]["yaxis"]["type"] == "log" and trend["layout"]["yaxis4"].get("type") != "log"
+    assert "<img " not in text
     log = render_text_summary(ctx.run_dir)
     assert "Regression verdicts" in log and "REGRESSION w1 kafka fsync-on publish_latency_p99_ms" in log
     # the task log: regressions first, insufficient history as one line
@@ -146,10 +153,14 @@ def test_report_first_screen_regressions_first_insufficient_one_line_provenance_
     (ctx.run_dir / "provenance").mkdir()
     (ctx.run_dir / "provenance" / "hosts.json").write_text(json.dumps({"hosts": [{"name": "h", "description": "x" * 5000}]}))
     text = build_report(ctx.run_dir, history_root=results / "history").read_text()
-    first = text.split('<h2 id="what-changed">What changed</h2>')[1].split("<h2>Results</h2>")[0]
-    # the headline and the regression with its evidence come first
-    assert re.search(r"<div class='headline bad' id='outcome'><strong>REGRESSION</strong>: \d+ metric\(s\) regressed "
-                     r"in 1 of 2 track\(s\)", first)
+    # the outcome first, right under the title, then the key figures of each workload
+    body = text.split("<body>")[1]
+    assert re.match(r"\s*<h1>[^<]*</h1>\s*<p class=\"meta\">[^\n]*</p>\s*<div class='headline bad' id='outcome'>"
+                    r"<strong>REGRESSION</strong>: \d+ metric\(s\) regressed in 1 of 2 track\(s\)", body)
+    key = text.split('<section id="key-figures">')[1].split("</section>")[0]
+    assert '<span class="chip bad">regressed: publish p99 +' in key
+    # then what changed: the regression with its evidence
+    first = text.split('<h2 id="what-changed">What changed</h2>')[1].split('<h2 id="charts">')[0]
     findings = first.split("<h3>Regressions</h3>")[1]
     assert "kafka / fsync-on / w1 (3.8.0)</th>" in findings and "<td>publish_latency_p99_ms</td>" in findings
     assert "threshold in this run" in findings and "vs median" in findings and "<summary>evidence<" in findings
@@ -157,7 +168,7 @@ def test_report_first_screen_regressions_first_insufficient_one_line_provenance_
     assert "Insufficient history: 11 verdict(s) of 1 track(s) without enough earlier ok runs" in first
     assert "rabbitmq / fsync-on / w1 (4.1.2): 1 earlier ok run(s)" in first
     assert 'class="verdict meta"' not in first and "<strong>insufficient history</strong>" not in first
-    # the trend of the changed track is on the first screen, the other one below
+    # the trend of the changed track is near the top, the other one below
     assert "w1: trend kafka/fsync-on" in first and "w1: trend rabbitmq" not in first
     # the full verdict table folds insufficient history away; provenance and plan are folded
     verdicts = text.split("<h2>Regression verdicts</h2>")[1].split("<h2>Trends")[0]
@@ -170,27 +181,21 @@ def test_report_first_screen_regressions_first_insufficient_one_line_provenance_
 def test_trend_time_axis_spans_the_runs_and_marks_change_points():
     import datetime as dt
 
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.dates import num2date
-    from matplotlib.figure import Figure
-
-    from brokerbench.report.charts import time_axis, track_panels_png
+    from brokerbench.report.figures import Panel, track_figure
     from brokerbench.report.html import _changes_for
 
-    fig = Figure()
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    one = dt.datetime(2026, 11, 8)
-    ax.plot([one], [5.0])
-    time_axis(ax, [one])
-    lo, hi = (num2date(x).replace(tzinfo=None) for x in ax.get_xlim())
-    assert lo == one - dt.timedelta(hours=12) and hi == one + dt.timedelta(hours=12)  # a day, not four years
+    one = track_figure("t", [Panel("p99", [("3.8.0", ["2026-11-08T00:00:00+00:00"], [5.0])])])
+    lo, hi = one.layout.xaxis.range
+    assert (lo, hi) == (dt.datetime(2026, 11, 7, 12), dt.datetime(2026, 11, 8, 12))  # a day, not four years
     rows = [history_row(d, p99=5.0 * (1 + 0.01 * (d % 3)) * (1.5 if d > 14 else 1.0)) for d in range(1, 21)]
     changes = _changes_for(rows, "publish_latency_p99_ms")
     assert changes == [("2026-11-15T00:00:00+00:00", "+50 %")]
-    png = track_panels_png("t", [("p99", [("3.8.0", [r["run_ts"] for r in rows],
-                                           [r["publish_latency_p99_ms"] for r in rows])], changes, True)])
-    assert base64.b64decode(png)[:4] == b"\x89PNG"
+    fig = track_figure("t", [Panel("p99", [("3.8.0", [r["run_ts"] for r in rows],
+                                                [r["publish_latency_p99_ms"] for r in rows])], changes, True)])
+    assert fig.layout.yaxis.type == "log"
+    lines = [s for s in fig.layout.shapes if s.type == "line"]
+    assert [(s.x0, s.line.dash) for s in lines] == [(dt.datetime(2026, 11, 15), "dash")]
+    assert [a.text for a in fig.layout.annotations] == ["+50 %"]
 
 
 def test_comparison_versions_and_brokers_side_by_side(results):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import re
 import sys
+from html import escape
 from pathlib import Path
 
 from brokerbench.history import read_history
@@ -49,18 +51,26 @@ def test_report_shows_invalid_rows_with_badge_reasons_and_rule(tmp_path):
     verdicts = verdicts_for_run(current, history + current)
     write_verdicts(run, verdicts, Rule(), "k")
     html = build_report(run).read_text()
-    # the results table: a visible badge and the reasons, the row marked
-    assert '<span class="badge invalid"' in html and '<span class="badge ok">ok</span>' in html
-    assert '<tr class="invalid">' in html
+    # the first screen: a visible badge (its tooltip the row's status), the row marked, the rules once below
+    key = html.split('<section id="key-figures">')[1].split("</section>")[0]
+    assert f'<span class="badge invalid" title="invalid: {escape(REASONS)}">invalid</span><sup class="note">1</sup>' in key
+    assert '<span class="badge ok">ok</span>' in key and '<tr class="invalid">' in key
+    assert ("<li>invalid: client-bound (the load generator limited the result), another brokerbench run on a "
+            "host. Never judged nor a regression baseline.</li>") in key
+    # the full results table (folded) shows the reasons; the validity evidence (folded) names the rules
+    assert '<tr class="invalid">' in html.split("<h2>Results</h2>")[1]
     assert "contended: another brokerbench run (/srv/bb/state/other)" in html
-    # the box above the table names the rules
+    evidence = html.split('<details id="validity">')[1].split("</details>")[0]
     assert ("<strong>invalid</strong> by client-bound (the load generator limited the result), another "
-            "brokerbench run on a host") in html
-    assert "never a regression baseline and never judged" in html
-    # the verdicts table: one 'not judged' row for kafka, ordinary verdicts for pulsar
-    assert 'class="verdict notjudged"' in html
-    assert "not judged: invalid (client-bound: client process CPU 97 %" in html
-    assert "validity rule(s): client-bound (the load generator limited the result)" in html
+            "brokerbench run on a host") in evidence
+    assert "never a regression baseline and never judged" in evidence
+    # the verdicts: one 'not judged' row for kafka (the reason once, in its evidence), ordinary verdicts for pulsar
+    not_judged = html.split("<h3>Not judged</h3>")[1].split("</table>")[0]
+    rows = re.findall(r'<tr class="verdict notjudged">(.*?)</tr>', not_judged)
+    assert len(rows) == 1 and "<strong>not judged: invalid</strong>" in rows[0]
+    assert rows[0].count("client-bound: client process CPU 97 %") == 1
+    assert "validity rule(s): client-bound (the load generator limited the result)" in rows[0]
+    assert '<tr class="verdict notjudged">' not in html.split("<h3>Not judged</h3>")[0]
     assert "not judged: invalid: 1" in html  # the counts line groups them without their reasons
     # text summary for the task log
     text = render_text_summary(run)

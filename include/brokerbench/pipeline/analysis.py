@@ -43,7 +43,7 @@ def has_measurements(ctx: RunContext, sync=None) -> bool:
 
 
 def report(ctx: RunContext, failed_tasks: Sequence[str] = ()) -> str:
-    # the report draws with matplotlib: loaded in the report task, not where DAG files are parsed
+    # the report draws with Plotly: loaded in the report task, not where DAG files are parsed
     from brokerbench.report.html import build_report, render_text_summary
 
     path = build_report(ctx.run_dir, history_root=run_history_root(ctx), failed_tasks=failed_tasks)

@@ -1,4 +1,4 @@
-"""The run report: one self-contained HTML file (charts embedded as PNG).
+"""The run report: one self-contained HTML file (interactive Plotly charts, plotly.js inline once).
 
 Inputs (all under the run directory, every one optional):
 ``summary/summary.csv``, ``summary/timeseries.csv``, ``provenance/*.json``,
@@ -9,9 +9,11 @@ gathers what each section shows.
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import brokerbench
 from brokerbench.changepoint import side_text
@@ -22,8 +24,19 @@ from brokerbench.report import verdict_table
 from brokerbench.trials import spread_columns, trials_of
 from brokerbench.util import text_table, write_atomic
 
-from .charts import line_chart_png, quantile_chart_png, series_by_combo, track_panels_png
-from .data import RunData, load_run
+from .charts import series_by_combo
+from .data import RunData, column_label, column_unit, load_run
+from .figures import (
+    Line,
+    Panel,
+    colour_map,
+    figure_html,
+    latency_vs_throughput_figure,
+    line_figure,
+    plotly_js,
+    quantile_figure,
+    track_figure,
+)
 from .templating import format_value, render
 
 __all__ = ["build_report", "format_value", "render_html", "render_text_summary"]
@@ -119,6 +132,89 @@ def _spreads(row: Mapping[str, Any], columns: Sequence[str]) -> dict[str, str]:
     return out
 
 
+#: the first screen's table of each workload: (summary column, header without the unit)
+KEY_FIGURES = [("publish_latency_p50_ms", "publish p50"), ("publish_latency_p99_ms", "publish p99"),
+               ("e2e_latency_p99_ms", "end-to-end p99"), ("publish_rate_msg_s", "achieved rate")]
+#: the order of verdict categories in a row's verdicts; metrics are named only for regressed and improved
+VERDICT_ORDER: list[str] = [Judgement.REGRESSED, Judgement.IMPROVED, Judgement.UNCHANGED, Judgement.INSUFFICIENT,
+                 Judgement.NO_DATA]
+
+
+def key_figures_section(data: RunData) -> list[dict[str, Any]]:
+    """The first screen: per workload, one compact row per broker x variant (trials combined) with its
+    headline figures, a status badge and this run's verdicts. A reason for a status that is not ok is a
+    footnote of the table, once per distinct reason (each badge's tooltip has its row's own status text)."""
+    with_driver = _with_driver(data)
+    verdicts = _verdicts(data)
+    out = []
+    for workload in sorted({str(r.get("workload")) for r in data.combined}):
+        notes: list[str] = []
+        rows = []
+        for row in sorted((r for r in data.combined if str(r.get("workload")) == workload),
+                          key=lambda r: (str(r.get("broker")), str(r.get("variant")), str(r.get("driver")))):
+            kind = status_kind(row)
+            note = 0
+            if kind not in ("ok", ""):
+                text = _status_note(row)
+                if text not in notes:
+                    notes.append(text)
+                note = notes.index(text) + 1
+            d = data.durability(str(row.get("broker")), str(row.get("variant")), row)
+            rows.append({
+                "broker": str(row.get("broker")) + (f" ({row.get('driver')})" if with_driver else ""),
+                "variant": row.get("variant"), "not_honoured": d.get("honoured") is False,
+                "honoured_note": d.get("note") or "", "trials": trials_text(row),
+                "cells": [row.get(c) for c, _ in KEY_FIGURES], "target": row.get("target_rate_msg_s"),
+                "kind": kind or "unknown", "status": str(row.get("status") or ""), "note": note,
+                "classes": kind if kind in ("invalid", "partial") else "",
+                "verdicts": row_verdicts([v for v in verdicts if (str(v.get("workload")), str(v.get("broker")),
+                                                                  str(v.get("variant"))) ==
+                                          (workload, str(row.get("broker")), str(row.get("variant")))],
+                                         data.regression is not None)})
+        out.append({"workload": workload, "rows": rows, "notes": notes,
+                    "columns": [{"name": c, "label": label, "unit": column_unit(c)} for c, label in KEY_FIGURES]})
+    return out
+
+
+def _status_note(row: Mapping[str, Any]) -> str:
+    """The footnote of a status that is not ok: for an invalid row the validity rules it broke (rows broken
+    by the same rules share the note; their own figures are in the badge's tooltip and the validity
+    evidence), otherwise the status itself."""
+    kind, rest = split_status(row.get("status"))
+    if kind == "invalid":
+        rules = validity_rules(row.get("invalid_reasons") or rest)
+        if rules:
+            return f"invalid: {', '.join(rules)}. Never judged nor a regression baseline."
+    return str(row.get("status"))
+
+
+def row_verdicts(verdicts: Sequence[Mapping[str, Any]], judged: bool) -> list[dict[str, str]]:
+    """One row's verdicts as short items ({"text", "cls"}): each regressed or improved metric with its
+    change, then how many metrics got each other verdict; "not judged" without its reasons (they are the
+    status badge's). ``judged``: whether the run has verdicts at all (if not, the headline says so: no item)."""
+    if not judged:
+        return []
+    if not verdicts:
+        return [{"text": "no verdicts", "cls": "meta"}]
+    items = []
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        category = verdict_category(v.get("verdict"))
+        if category in (Judgement.REGRESSED, Judgement.IMPROVED):
+            metric = column_label(str(v.get("metric"))).replace("latency ", "")
+            items.append({"text": f"{category}: {metric} {_change_text(dict(v))}", "cls": VERDICT_CSS[category]})
+        else:
+            counts[category] = counts.get(category, 0) + 1
+    for category in sorted(counts, key=lambda c: (VERDICT_ORDER.index(c) if c in VERDICT_ORDER else 9, c)):
+        n = counts[category]
+        if category.startswith(Judgement.NOT_JUDGED):
+            items.append({"text": category, "cls": "notjudged"})
+        else:
+            items.append({"text": f"{category}: {n} metric{'s' if n != 1 else ''}",
+                          "cls": VERDICT_CSS.get(category, "") or "plain"})
+    return items
+
+
 def trials_section(data: RunData) -> list[dict[str, Any]]:
     """Per combined row with trials: its label and a results table of its trials (each with its own figures)."""
     out = []
@@ -131,45 +227,84 @@ def trials_section(data: RunData) -> list[dict[str, Any]]:
     return out
 
 
-def charts_section(data: RunData) -> list[tuple[str, list[dict[str, str]]]] | None:
-    """Per workload, its charts as (alt text, base64 PNG); None without time series and OMB documents."""
+def _status_of(data: RunData) -> Callable[[Mapping[str, Any]], str]:
+    """The status kind ("ok", "invalid", "partial" or "") of the measurement a time-series, sweep or OMB row
+    belongs to (its combined summary row: same workload, broker, variant and driver)."""
+    kinds: dict[tuple[str, ...], str] = {}
+    for row in data.combined:
+        key = (str(row.get("workload")), str(row.get("broker")), str(row.get("variant")))
+        kinds[key + (str(row.get("driver")),)] = status_kind(row)
+        if kinds.get(key) not in ("invalid", "partial"):  # any driver not valid marks the combination
+            kinds[key] = status_kind(row)
+
+    def status_of(row: Mapping[str, Any]) -> str:
+        key = (str(row.get("workload")), str(row.get("broker")), str(row.get("variant")))
+        return kinds.get(key + (str(row.get("driver")),), kinds.get(key, ""))
+    return status_of
+
+
+def _with_driver(data: RunData) -> bool:
+    """Whether some broker x variant ran with more than one driver (then labels name the driver)."""
+    drivers: dict[tuple[str, str], set] = {}
+    for r in [*data.timeseries, *data.summary, *data.sweep]:
+        drivers.setdefault((str(r.get("broker")), str(r.get("variant"))), set()).add(r.get("driver"))
+    return any(len(d) > 1 for d in drivers.values())
+
+
+def _workload_colours(data: RunData, workload: str, label: Callable[[dict[str, Any]], str]) -> dict[str, str]:
+    """A colour per line label of one workload, the same in each of its charts (time series, quantiles,
+    sweep)."""
+    return colour_map([label(r) for r in [*data.timeseries, *data.omb, *data.summary, *data.sweep]
+                       if str(r.get("workload")) == workload])
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+#: the time-series charts of a workload: (chart id, title, y axis title, timeseries.csv column)
+TIME_CHARTS = [
+    ("publish-p99", "p99 publish latency over time", "publish latency p99 (ms)", "publish_latency_p99_ms"),
+    ("e2e-p99", "p99 end-to-end latency over time", "end-to-end latency p99 (ms)", "e2e_latency_p99_ms"),
+    ("e2e-avg", "average end-to-end latency over time", "end-to-end latency avg (ms)", "e2e_latency_avg_ms"),
+    ("publish-rate", "publish rate (acked) over time", "publish rate (msg/s)", "publish_rate_msg_s"),
+    ("consume-rate", "consume rate over time", "consume rate (msg/s)", "consume_rate_msg_s"),
+]
+QUANTILE_CHARTS = [("publish-quantiles", "aggregatedPublishLatencyQuantiles", "publish latency by percentile"),
+                   ("e2e-quantiles", "aggregatedEndToEndLatencyQuantiles", "end-to-end latency by percentile")]
+
+
+def charts_section(data: RunData) -> list[dict[str, Any]] | None:
+    """Per workload, its interactive charts ({"workload", "charts": [{"title", "html"}]}): the time series of
+    every broker x variant, then the quantile curves from the OMB documents; None without either."""
     if not data.timeseries and not data.omb:
         return None
     workloads = sorted({str(r.get("workload")) for r in data.timeseries} | {str(d.get("workload")) for d in data.omb})
-    drivers_per_combo: dict[tuple[str, str], set] = {}
-    for r in data.timeseries:
-        drivers_per_combo.setdefault((str(r.get("broker")), str(r.get("variant"))), set()).add(r.get("driver"))
-    with_driver = any(len(d) > 1 for d in drivers_per_combo.values())
+    with_driver = _with_driver(data)
+    status_of = _status_of(data)
 
     def label(row: dict[str, Any]) -> str:
         return _combo_label(data, row, with_driver)
 
+    statuses = {label(r): status_of(r) for r in [*data.timeseries, *data.omb]}
     out = []
-    for workload in workloads:
-        charts = [
-            ("p99 publish latency over time", "publish latency p99 (ms)",
-             series_by_combo(data.timeseries, workload, "publish_latency_p99_ms", label), [], "", ""),
-            ("average end-to-end latency over time", "end-to-end latency avg (ms)",
-             series_by_combo(data.timeseries, workload, "e2e_latency_avg_ms", label), [], "", ""),
-            ("p99 end-to-end latency over time", "end-to-end latency p99 (ms)",
-             series_by_combo(data.timeseries, workload, "e2e_latency_p99_ms", label), [], "", ""),
-            ("throughput over time (solid: publish (acked), dashed: consume)", "rate (msg/s)",
-             series_by_combo(data.timeseries, workload, "publish_rate_msg_s", label),
-             series_by_combo(data.timeseries, workload, "consume_rate_msg_s", label), " publish", " consume"),
-        ]
-        images = []
-        if not any(r.get("workload") == workload for r in data.timeseries):
-            charts = []
-        for title, y_label, solid, dashed, s_suffix, d_suffix in charts:
-            png = line_chart_png(f"{workload}: {title}", y_label, solid, dashed, s_suffix, d_suffix)
-            images.append({"alt": f"{workload}: {title}", "png": png})
-        for key, title, unit in (("aggregatedPublishLatencyQuantiles", "publish latency by percentile", "ms"),
-                                 ("aggregatedEndToEndLatencyQuantiles", "end-to-end latency by percentile", "ms")):
+    for w_index, workload in enumerate(workloads):
+        colours = _workload_colours(data, workload, label)
+        charts = []
+        if any(r.get("workload") == workload for r in data.timeseries):
+            for chart_id, title, y_title, column in TIME_CHARTS:
+                lines = [Line(name, xs, ys, statuses.get(name, ""))
+                         for name, xs, ys in series_by_combo(data.timeseries, workload, column, label)]
+                fig = line_figure(title, "time since start of measured phase (s)", y_title, lines, colours)
+                charts.append({"title": title, "html": figure_html(fig, f"w{w_index}-{chart_id}")})
+        for chart_id, key, title in QUANTILE_CHARTS:
             curves = quantile_curves(data, workload, key, with_driver)
             if curves:
-                png = quantile_chart_png(f"{workload}: {title}", f"latency ({unit})", curves)
-                images.append({"alt": f"{workload}: {title}", "png": png})
-        out.append((workload, images))
+                lines = [Line(name, list(points), list(points.values()), statuses.get(name, ""))
+                         for name, points in curves]
+                fig = quantile_figure(title, "latency (ms)", lines, colours)
+                charts.append({"title": title, "html": figure_html(fig, f"w{w_index}-{chart_id}")})
+        out.append({"workload": workload, "charts": charts})
     return out
 
 
@@ -216,12 +351,23 @@ VERDICT_COLUMNS = ["workload", "broker", "variant", "broker_version", "metric", 
 
 
 def verdict_rows(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Verdicts with the class of their table row."""
-    return [{"cls": VERDICT_CSS.get(verdict_category(v.get("verdict")), ""), "row": v} for v in verdicts]
+    """Verdicts with the class of their table row. The verdict cell shows the verdict without its reasons
+    ("not judged: invalid"): the reasons are in the evidence, once."""
+    return [{"cls": VERDICT_CSS.get(verdict_category(v.get("verdict")), ""), "row": v,
+             "verdict": verdict_category(v.get("verdict"))} for v in verdicts]
+
+
+def _is_not_judged(v: Mapping[str, Any]) -> bool:
+    return str(v.get("verdict")).startswith(Judgement.NOT_JUDGED)
+
+
+#: the columns of verdicts that judged nothing (no value, baseline or threshold to show)
+NOT_JUDGED_COLUMNS = ["workload", "broker", "variant", "broker_version", "metric", "verdict", "evidence"]
 
 
 def regression_section(data: RunData) -> dict[str, Any] | None:
-    """Every verdict: regressed and improved first, then the rest; insufficient history folded to one line."""
+    """Every verdict: regressed and improved first, then the rest; rows not judged (their status is not ok) in
+    a narrower table of their own, whose evidence states the reason once; insufficient history folded."""
     if data.regression is None:
         return None
     rule = data.regression.get("rule") or {}
@@ -232,13 +378,14 @@ def regression_section(data: RunData) -> dict[str, Any] | None:
         k = verdict_category(v.get("verdict"))
         counts[k] = counts.get(k, 0) + 1
     order: dict[str, int] = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1, Judgement.UNCHANGED: 2, Judgement.NO_DATA: 3}
-    shown = sorted((v for v in verdicts if verdict_category(v.get("verdict")) != Judgement.INSUFFICIENT),
-                   key=lambda v: order.get(verdict_category(v.get("verdict")), 4))
+    shown = sorted((v for v in verdicts if verdict_category(v.get("verdict")) != Judgement.INSUFFICIENT
+                    and not _is_not_judged(v)), key=lambda v: order.get(verdict_category(v.get("verdict")), 4))
     insufficient = [v for v in verdicts if verdict_category(v.get("verdict")) == Judgement.INSUFFICIENT]
     return {"alpha": det.get("alpha"), "recent": det.get("recent"), "baseline_runs": rule.get("baseline_runs"),
             "k": rule.get("k"), "min_runs": rule.get("min_runs"),
             "counts": ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())),
             "shown": verdict_rows(shown), "insufficient": verdict_rows(insufficient),
+            "not_judged": verdict_rows([v for v in verdicts if _is_not_judged(v)]),
             "insufficient_line": _insufficient_line(insufficient) if insufficient else ""}
 
 
@@ -333,9 +480,10 @@ def _changes_for(rows: Sequence[dict[str, Any]], column: str) -> list[tuple[str,
     return out
 
 
-def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None) -> list[dict[str, str]]:
+def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None,
+                 id_prefix: str = "trend") -> list[dict[str, Any]]:
     """Small multiples per broker / variant / workload (ok rows; one line per broker version), change points
-    of each version's series marked; latency panels on a log axis. One chart (alt text, base64 PNG) per track."""
+    of each version's series marked; latency panels on a log axis. One chart ({"title", "html"}) per track."""
     env = _environment(data)
     rows = [r for r in data.history if (env is None or r.get("environment") in (env, None))
             and r.get("status") in (None, "ok")]
@@ -358,10 +506,11 @@ def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None) -
                                    [float(r[column]) for r in v_rows]))
                     changes += _changes_for(v_rows, column)
             log_y = TREND_LOG.get(column, False)
-            panels.append(((y_label + (", log" if log_y else "")).replace(" (", "\n("), series, changes, log_y))
+            panels.append(Panel(y_label.replace(" (", "<br>(") + (", log" if log_y else ""), series, changes, log_y))
         runs = len({r.get("run_key") for r in t_rows})
-        png = track_panels_png(f"{b} / {x} / {w}: {runs} ok run(s)", panels)
-        parts.append({"alt": f"{w}: trend {b}/{x}: " + ", ".join(c for c, _ in TREND_METRICS), "png": png})
+        fig = track_figure(f"{b} / {x} / {w}: {runs} ok run(s)", panels)
+        parts.append({"title": f"{w}: trend {b}/{x}: " + ", ".join(c for c, _ in TREND_METRICS),
+                      "html": figure_html(fig, f"{id_prefix}-{_slug(f'{b}-{x}-{w}')}")})
     return parts
 
 
@@ -382,9 +531,47 @@ SWEEP_COLUMNS = ["workload", "broker", "variant", "step", "target_rate_msg_s", "
 
 
 def sweep_section(data: RunData) -> dict[str, Any] | None:
+    """The sweep's steps as a table, and per workload a latency-vs-throughput chart: each step's p99 publish
+    latency at its achieved publish rate, one line per broker x variant (unstable steps drawn as crosses)."""
     if not data.sweep:
         return None
-    return {"columns": [c for c in SWEEP_COLUMNS if c in data.sweep[0]], "rows": data.sweep}
+    with_driver = _with_driver(data)
+    status_of = _status_of(data)
+    charts = []
+    for w_index, workload in enumerate(sorted({str(r.get("workload")) for r in data.sweep})):
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for r in data.sweep:
+            if str(r.get("workload")) == workload and is_number(r.get("publish_rate_msg_s")) \
+                    and is_number(r.get("publish_latency_p99_ms")):
+                groups.setdefault(_combo_label(data, r, with_driver), []).append(r)
+        lines = []
+        for name, steps in sorted(groups.items()):
+            steps.sort(key=lambda r: float(r["publish_rate_msg_s"]))
+            lines.append(Line(name, [float(r["publish_rate_msg_s"]) for r in steps],
+                              [float(r["publish_latency_p99_ms"]) for r in steps], status_of(steps[0]),
+                              hover=[_step_text(r) for r in steps],
+                              symbols=["circle" if r.get("stable") is not False else "x" for r in steps]))
+        if lines:
+            fig = latency_vs_throughput_figure(f"{workload}: publish latency p99 vs achieved rate", lines,
+                                               _workload_colours(data, workload,
+                                                                 lambda r: _combo_label(data, r, with_driver)))
+            charts.append({"title": f"{workload}: latency vs throughput",
+                           "html": figure_html(fig, f"sweep-{w_index}")})
+    return {"columns": [c for c in SWEEP_COLUMNS if c in data.sweep[0]], "rows": data.sweep, "charts": charts}
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _step_text(row: Mapping[str, Any]) -> str:
+    """Hover text of one sweep step: its number and target, and whether it was stable (and why not)."""
+    text = f"step {row.get('step')}, target {format_value(row.get('target_rate_msg_s'))} msg/s"
+    if row.get("stable") is False:
+        text += ": unstable" + (f" ({row['reasons']})" if row.get("reasons") else "")
+    elif row.get("stable") is True:
+        text += ": stable"
+    return text
 
 
 def _combos(data: RunData) -> list[tuple[str, str, dict[str, Any] | None]]:
@@ -536,15 +723,19 @@ def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
         meta_bits.insert(0, f"environment: {env}")
     results = None
     if data.summary:
-        results = {"warnings": [w for w in durability_warnings(data) if "cannot honour" in w],
-                   "key": results_table(data, KEY_COLUMNS, data.combined),
+        results = {"key": results_table(data, KEY_COLUMNS, data.combined),
                    "all": results_table(data, data.summary_columns), "trials": trials_section(data)}
     changed = _changed_tracks(data)
+    charts, sweep = charts_section(data), sweep_section(data)
+    changed_trends = track_trends(data, changed, "changed") if changed and data.history else []
+    trends = trends_section(data)
+    any_chart = bool(charts or (sweep and sweep["charts"]) or changed_trends or (trends and trends["charts"]))
     return render(
         "report.html.j2", title=_title(data), meta_bits=meta_bits, what=what_matters_section(data, failed_tasks),
-        status=status_section(data), changed_trends=track_trends(data, changed) if changed and data.history else [],
+        key_figures=key_figures_section(data), status=status_section(data), changed_trends=changed_trends,
         results=results, regression=regression_section(data), verdict_columns=VERDICT_COLUMNS,
-        trends=trends_section(data), charts=charts_section(data), sweep=sweep_section(data),
+        not_judged_columns=NOT_JUDGED_COLUMNS,
+        trends=trends, charts=charts, sweep=sweep, plotly_js=plotly_js() if any_chart else "",
         durability=durability_section(data), provenance=provenance_section(data), client_columns=CLIENT_COLUMNS,
         version=brokerbench.__version__, plan=plan_section(data), outcome_css=OUTCOME_CSS)
 
