@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from brokerbench.pipeline import environment_lease, teardown
+from brokerbench.pipeline import benchmark, environment_lease, teardown
 from brokerbench.pipeline.context import RunContext
 
 #: seconds between SIGTERM and SIGKILL of the run's process group
@@ -51,6 +51,9 @@ def stop_run(suite: str, dag_id: str, run_id: str, conf: dict[str, Any]) -> str:
             if ctx.plan_path.exists():
                 env = ctx.environment()
                 done.append(f"{len(env.stop_workers())} worker(s) stopped")
+                kept = benchmark.salvage_attempts(ctx.run_dir)
+                if kept:
+                    done.append(f"{len(kept)} result file(s) of the killed phase kept")
                 record = teardown.teardown(ctx)
                 done.append(f"teardown: {len(record.get('stopped', []))} process(es) stopped"
                             + (f", errors: {record['errors']}" if record.get("errors") else ""))

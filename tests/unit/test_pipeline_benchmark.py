@@ -78,3 +78,21 @@ def test_a_job_carries_the_deployed_endpoint_as_the_deploy_task_recorded_it(tmp_
     job = benchmark._job(ctx, item, endpoint, "measure", 60.0, 5.0, "localhost-0")
     assert job["endpoint"] == deployed.to_dict()
     assert (job["phase"], job["duration_s"], job["interval_s"], job["broker"]) == ("measure", 60.0, 5.0, "rabbitmq")
+
+
+def test_what_a_killed_try_measured_is_salvaged(tmp_path):
+    from brokerbench.pipeline.benchmark import salvage_attempts
+
+    phase = tmp_path / "raw" / "w" / "rabbitmq-default" / "fsync-off" / "measure"
+    phase.mkdir(parents=True)
+    write(phase / "localhost-0.jsonl.attempt", 3)  # the try was killed: no end record, never kept
+    other = tmp_path / "raw" / "w" / "kafka-default" / "fsync-on" / "measure"
+    other.mkdir(parents=True)
+    write(other / "localhost-0.jsonl", 5, "ok")
+    write(other / "localhost-0.jsonl.attempt", 1)  # a killed retry that measured less
+    decided = salvage_attempts(tmp_path)
+    assert sorted(p.parent.parent.parent.name for p in decided) == ["kafka-default", "rabbitmq-default"]
+    assert (phase / "localhost-0.jsonl").read_text().count('"record":"interval"') == 3
+    assert completed_ok(other / "localhost-0.jsonl") and len(list(other.glob("*.superseded-*"))) == 1
+    assert not list((tmp_path / "raw").glob("*/*/*/*/*.attempt"))
+    assert salvage_attempts(tmp_path) == []

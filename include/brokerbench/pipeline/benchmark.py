@@ -180,6 +180,18 @@ def keep_best_attempt(final: Path, attempt: Path) -> Path:
     return final
 
 
+def salvage_attempts(run_dir: Path) -> list[Path]:
+    """The result files of a try that was killed before it could keep them (``<result>.attempt``, written as the
+    worker measures): each becomes the result, or is kept beside it (:func:`keep_best_attempt`), so a crash or
+    the next try never loses what was measured. Returns the results decided."""
+    decided = []
+    for attempt in sorted((run_dir / "raw").glob("*/*/*/*/*.jsonl.attempt")):
+        final = attempt.with_name(attempt.name.removesuffix(".attempt"))
+        decided.append(keep_best_attempt(final, attempt))
+        log.warning("kept what a killed try measured: %s -> %s", attempt.name, decided[-1].name)
+    return decided
+
+
 def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[dict[str, Any]]:
     """Run the warm-up or the measured phase of every workload of broker x variant.
 
@@ -196,6 +208,7 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
     # a killed earlier try of this task may have left its workers sending: never measure beside them
     for w in env.stop_workers():
         log.warning("stopped a leftover worker of an earlier try: %s", w)
+    salvage_attempts(ctx.run_dir)  # before this try writes its own attempt files over them
     env.health(broker)  # a broker that died fails here, by name, before any load
     outcomes, failures = [], []
     for item in _items(ctx, broker, variant):
