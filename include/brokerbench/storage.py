@@ -38,6 +38,14 @@ log = logging.getLogger("brokerbench")
 
 SKIP_SUFFIXES = (".tmp", ".attempt")
 
+#: the results store's S3 calls: a few seconds to connect, four tries (botocore's standard retry mode with its
+#: backoff), so an unreachable store fails a task in well under a minute instead of hanging
+STORE_CLIENT_CONFIG = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 4, "mode": "standard"}}
+
+
+class StoreUnreachable(RuntimeError):
+    """The results store could not be read or written; what the task wrote stays in the staging copy."""
+
 
 def is_s3(root: str) -> bool:
     return str(root).startswith("s3://")
@@ -78,10 +86,11 @@ def aws_conn_id() -> str:
 def s3_client(conn_id: str | None = None):
     """A boto3 S3 client from the Airflow connection ``aws_conn_id`` (default ``BROKERBENCH_AWS_CONN_ID``, else
     ``brokerbench_aws``): its credentials and endpoint (``extra.endpoint_url``, e.g. a MinIO or moto server)."""
-    # Airflow: loaded where this runs under Airflow, not on import
+    # Airflow and botocore: loaded where this runs under Airflow, not on import
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+    from botocore.config import Config
 
-    return S3Hook(aws_conn_id=conn_id or aws_conn_id()).get_conn()
+    return S3Hook(aws_conn_id=conn_id or aws_conn_id(), config=Config(**STORE_CLIENT_CONFIG)).get_conn()
 
 
 def _local_state(base: Path) -> dict[str, tuple[int, int]]:
@@ -185,13 +194,31 @@ def synced(results_root: str, pull: list[str], push: list[str] | None = None, ex
     if not is_s3(results_root):
         yield None
         return
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore: only for an s3:// root
+
     sync = S3Sync(results_root)
-    sync.pull(pull, exclude)
-    if more is not None:
-        sync.pull(more())
+    try:
+        sync.pull(pull, exclude)
+        if more is not None:
+            sync.pull(more())
+    except (BotoCoreError, ClientError) as e:
+        raise StoreUnreachable(f"the results store {results_root} could not be read: {type(e).__name__}: {e}") from e
     push = pull if push is None else push
     before = sync.snapshot(push)
     try:
         yield sync
-    finally:
+    except BaseException:
+        try:  # what the failed block wrote is uploaded too; its own failure is the one raised
+            sync.push(push, before)
+        except (BotoCoreError, ClientError) as e:
+            log.error("storage: %s", _not_uploaded(results_root, sync, e))
+        raise
+    try:
         sync.push(push, before)
+    except (BotoCoreError, ClientError) as e:
+        raise StoreUnreachable(_not_uploaded(results_root, sync, e)) from e
+
+
+def _not_uploaded(results_root: str, sync: S3Sync, e: Exception) -> str:
+    return (f"the results store {results_root} could not be written ({type(e).__name__}: {e}); nothing is lost: "
+            f"the files stay in the staging copy {sync.local}, and the next push (the task's retry) uploads them")
