@@ -28,6 +28,7 @@ from fixtures_results import (  # noqa: E402
     write_sweep_run,
     write_worker_file,
 )
+from support.omb_charts import chart_problems  # noqa: E402
 
 from brokerbench.histogram import LogHistogram  # noqa: E402
 
@@ -303,7 +304,10 @@ def test_omb_json(run):
         listed += [f"aggregated{base[0].upper()}{base[1:]}{s}" for _, s in OMB_SUFFIXES]
     missing = [f for f in listed if f not in doc]
     assert not missing
-    assert doc["workload"] == key[0] and doc["driver"] == "pulsar-latency"
+    assert doc["workload"] == key[0] and doc["driver"] == "pulsar fsync (pulsar-latency)"
+    assert doc["driverId"] == "pulsar-latency" and doc["broker"] == "pulsar" and doc["variant"] == "fsync"
+    # the synthetic workers report every 10 s: each window of the OMB lists is one interval
+    assert doc["intervalSeconds"] == 10 and doc["workerIntervalSeconds"] == 10
     assert doc["messageSize"] == 1024 and doc["topics"] == 1 and doc["partitions"] == 16
     assert doc["producersPerTopic"] == 2 and doc["consumersPerTopic"] == 2
     for series in ("publishRate", "publishErrorRate", "consumeRate", "backlog", "publishLatency99pct",
@@ -327,6 +331,14 @@ def test_omb_json(run):
     i1 = LogHistogram.from_values(combo.interval_values(1, "publish_latency_us"))
     assert doc["publishLatency99pct"][1] == pytest.approx(i1.percentile(99) / 1000)
     assert doc["status"].startswith("partial")
+
+
+def test_omb_documents_are_what_omb_charts_read(run):
+    """The properties bin/create_charts.py of openmessaging/benchmark relies on
+    (tests/support/omb_charts.py), on every document of the run."""
+    docs = [json.loads(p.read_text()) for p in sorted((run["dir"] / "summary" / "omb").glob("*.json"))]
+    assert len(docs) == len(run["truth"])
+    assert chart_problems(docs) == []
 
 
 def test_partial_status_for_missing_end_record(run):
