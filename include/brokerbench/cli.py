@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from brokerbench import spec
 from brokerbench.pipeline import environment_lease, teardown
 from brokerbench.pipeline.context import RunContext
 from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
@@ -290,6 +291,7 @@ def _cmd_bench(args) -> int:
         return 2
     try:
         suite = load_suite(args.suite)
+        conf = spec.conf_with_files(conf, workloads=args.workload or [], drivers=args.driver or [])
     except SpecError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
         return 1
@@ -422,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     p_bench = sub.add_parser("bench", help="run one suite's DAG now and print its report")
     p_bench.add_argument("--suite", default="smoke")
     p_bench.add_argument("--conf", help="params as JSON, e.g. '{\"brokers\": [\"rabbitmq\"]}'")
+    p_bench.add_argument("--workload", action="append", metavar="PATH",
+                         help="an OMB workload YAML file to run instead of the suite's workloads (repeatable)")
+    p_bench.add_argument("--driver", action="append", metavar="PATH",
+                         help="an OMB driver YAML file replacing the suite's driver of its broker (repeatable)")
     p_bench.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output")
     p_bench.set_defaults(fn=_cmd_bench)
     p_sweep = sub.add_parser("aws-sweep", help="terminate brokerbench EC2 instances past their lifetime "
