@@ -167,3 +167,11 @@ def test_bench_refuses_a_missing_workload_file_before_starting_airflow(tmp_path,
     missing = tmp_path / "nope.yaml"
     assert cli.main(["bench", "--suite", "smoke", "--workload", str(missing)]) == 1
     assert f"brokerbench: field 'workload_files': workload file {missing} not found" in capsys.readouterr().err
+
+
+def test_two_brokers_drivers_of_one_name_are_refused(tmp_path, smoke):
+    """A driver's name files its results (raw/<workload>/<driver>/<variant>/): one name, one broker."""
+    driver = write(tmp_path / "k.yaml", OMB_KAFKA_DRIVER.replace("name: Kafka", "name: pulsar-default"))
+    with pytest.raises(SpecError, match="the drivers of kafka .* and pulsar .* are both named 'pulsar-default'") as e:
+        build_plan(smoke, {"driver_files": [driver]})
+    assert e.value.field == "driver_files"

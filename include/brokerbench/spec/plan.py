@@ -205,6 +205,13 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
     driver_of = {b: suite.brokers[b] for b in drivers}  # how errors name each broker's driver
     for path, driver in driver_files(p.driver_files or [], brokers):
         drivers[str(driver.broker)], driver_of[str(driver.broker)] = driver, path
+    named: dict[str, str] = {}
+    for broker, driver in drivers.items():  # a driver's name files its results: raw/<workload>/<driver>/...
+        if driver.name in named:
+            raise SpecError(f"the drivers of {named[driver.name]} ({driver_of[named[driver.name]]}) and {broker} "
+                            f"({driver_of[broker]}) are both named {driver.name!r}: their results would be filed "
+                            f"under one name; rename one", field="driver_files" if p.driver_files else "brokers")
+        named[driver.name] = broker
 
     suite_overrides = normalize_workload_keys(suite.overrides, file=file, field_prefix="overrides")
     resolved = []
