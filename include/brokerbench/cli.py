@@ -3,7 +3,7 @@
     brokerbench list                      suites, workloads, drivers, variants
     brokerbench validate [SUITE ...]      validate suite files and all they reference
     brokerbench bench --suite smoke [--brokers kafka,rabbitmq] [--variants fsync-on] [--duration MIN]
-                      [--rate MSG_S] [--trials N] [--conf JSON]
+                      [--rate MSG_S] [--trials N] [--workload PATH] [--driver PATH] [--conf JSON]
                                           run the suite's DAG once (airflow dags test)
                                           and print the summary and this run's report
                                           (an s3:// results root: its URI and the local
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from brokerbench import local_airflow, run_guard
+from brokerbench import local_airflow, run_guard, spec
 from brokerbench.outcome import EXIT_CODES, Outcome, RunOutcome, read_outcome, write_outcome
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
@@ -283,6 +283,7 @@ def _cmd_bench(args) -> int:
         return EXIT_REFUSED
     try:
         suite = load_suite(args.suite)
+        conf = spec.conf_with_files(conf, workloads=args.workload or [], drivers=args.driver or [])
         # the params Airflow and the validate task would refuse, refused now (in well under 2 s)
         conf, plan = check_conf(suite, conf)
     except SpecError as e:
@@ -516,6 +517,10 @@ def main(argv: list[str] | None = None) -> int:
     p_bench.add_argument("--duration", type=float, metavar="MINUTES", help="param test_duration_minutes")
     p_bench.add_argument("--rate", type=int, metavar="MSG_S", help="param rate_override_msg_s (msg/s)")
     p_bench.add_argument("--trials", type=int, help="param trials")
+    p_bench.add_argument("--workload", action="append", metavar="PATH",
+                         help="an OMB workload YAML file to run instead of the suite's workloads (repeatable)")
+    p_bench.add_argument("--driver", action="append", metavar="PATH",
+                         help="an OMB driver YAML file replacing the suite's driver of its broker (repeatable)")
     p_bench.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output")
     p_bench.set_defaults(fn=_cmd_bench)
     p_sweep = sub.add_parser("aws-sweep", help="terminate brokerbench EC2 instances past their lifetime "

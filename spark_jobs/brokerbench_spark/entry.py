@@ -25,12 +25,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import pyfiles
-from .merge import RANKED, group_ids, histogram_stats, ranked_percentiles
+from .merge import RANKED, group_ids, histogram_stats, ranked_percentiles, window_ids
 from .outputs import csv_text, text_table, write_run_outputs, write_text
 from .reading import read_contention, read_provenance, read_worker_files, worker_files, worker_pattern
 from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, NoMeasuredData
 from .store import executor_env, expand_run_dirs, is_s3, local_path, s3_client
-from .tables import quantiles_table, summary_table, sweep_table, timeseries_table
+from .tables import omb_series_table, quantiles_table, summary_table, sweep_table, timeseries_table
 
 #: shuffle partitions: the shuffles carry one small row per record or per merged histogram
 #: (the bucket arrays are never shuffled, see merge.py)
@@ -105,6 +105,7 @@ class Tables:
     summary: dict[int, list[dict]] = field(default_factory=dict)
     timeseries: dict[int, list[dict]] = field(default_factory=dict)
     quantiles: dict[int, list[dict]] = field(default_factory=dict)
+    omb_series: dict[int, list[dict]] = field(default_factory=dict)
     sweep: dict[int, list[dict]] = field(default_factory=dict)
     summary_schema: T.StructType = field(default_factory=lambda: T.StructType([]))
     timeseries_columns: list[str] = field(default_factory=list)
@@ -128,7 +129,7 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
     """Read the files, merge the histograms per interval and per phase, build the tables of the measured runs
     (a run whose files hold no measured interval is added to ``failures``)."""
     tables = Tables()
-    raw_scalars, histograms = read_worker_files(spark, files, RANKED)
+    raw_scalars, histograms, windows = read_worker_files(spark, files, RANKED)
     raw_scalars = raw_scalars.cache()
     metas = [r.asDict() for r in raw_scalars.filter(
         (F.col("record") == "meta") & F.col("phase").isin("measure", "sweep"))
@@ -138,7 +139,8 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
         sorted({(m["run"], m["file"]) for m in metas}), "run int, file string"))
     scalars = raw_scalars.join(measured_files, on=["run", "file"], how="inner")
     groups, file_groups, group_rows = group_ids(spark, metas)
-    stats = histogram_stats(scalars, ranked_percentiles(histograms, groups), file_groups).cache()
+    window_of = window_ids(windows, groups).cache()
+    stats = histogram_stats(scalars, ranked_percentiles(histograms, groups), file_groups, window_of).cache()
 
     ts_df = timeseries_table(scalars, stats, groups)
     tables.timeseries_columns = [c for c in ts_df.columns if c != "run"]
@@ -161,6 +163,8 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
         for q in qrows:
             q["metric"] = METRIC_NAMES[q["metric"]]
         tables.quantiles = _by_run(qrows)
+        tables.omb_series = _by_run([r.asDict() for r in omb_series_table(scalars, stats, groups, window_of)
+                                     .filter(F.col("run").isin(list(measured))).collect()])
     return tables
 
 
@@ -183,7 +187,8 @@ def _write_outputs(spark: SparkSession, dirs: dict[int, str], outs: list[str], t
             continue
         rows = tables.summary[run]
         write_run_outputs(out, rows, tables.summary_schema, tables.timeseries[run], tables.timeseries_columns,
-                          tables.quantiles.get(run, []), ALL_PERCENTILES, spark.version)
+                          tables.quantiles.get(run, []), ALL_PERCENTILES, spark.version,
+                          tables.omb_series.get(run, []))
         print(f"brokerbench aggregate: {len(rows)} summary rows, {len(tables.timeseries[run])} interval rows "
               f"-> {out}")
         print(text_table(rows))

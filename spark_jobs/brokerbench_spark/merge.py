@@ -6,7 +6,9 @@ phase x workload x broker x driver x variant, see :func:`group_ids`):
 
 - level 0: per interval index (measured phase) or per interval index and step (sweep):
   the workers' bucket counts of the interval summed per bucket key;
-- level 1: per phase (measured) or per step (sweep), summed from level 0.
+- level 1: per phase (measured) or per step (sweep), summed from level 0;
+- level 2: per 10 s window of the OMB documents (measured phase; ``index`` = the window),
+  summed from level 0 as omb.window_map assigns the intervals.
 
 The buckets: a phase's histograms come from its own worker files only, so each phase is
 merged by one executor task (workerfiles.py, numpy: the files read once, pairs sorted by
@@ -94,8 +96,18 @@ def ranked_percentiles(histograms: DataFrame, groups: DataFrame) -> DataFrame:
         groups["gid"], "level", "index", "s", "metric", "count", "r")
 
 
-def histogram_scalars(scalars: DataFrame, file_groups: DataFrame) -> DataFrame:
-    """sum, min, max, overflow and negative per group of LEVEL_KEYS (level 0: every merged interval)."""
+def window_ids(windows: DataFrame, groups: DataFrame) -> DataFrame:
+    """The OMB window of every measured interval (reading.WINDOW_ROWS) by ``gid``: gid, index,
+    window, timed."""
+    keys = ["run", "sweep", *COMBO]
+    on = [windows[c].eqNullSafe(groups[c]) for c in keys]
+    return windows.join(F.broadcast(groups), on=on, how="inner").select(
+        groups["gid"], "index", "window", "timed")
+
+
+def histogram_scalars(scalars: DataFrame, file_groups: DataFrame, windows: DataFrame | None = None) -> DataFrame:
+    """sum, min, max, overflow and negative per group of LEVEL_KEYS (level 0: every merged
+    interval; level 2, with ``windows`` (:func:`window_ids`): every OMB window)."""
     rows = _level_key(
         scalars.filter(F.col("record") == "interval")
         .select("run", "file", "index", "step", *METRIC_NAMES)
@@ -118,18 +130,32 @@ def histogram_scalars(scalars: DataFrame, file_groups: DataFrame) -> DataFrame:
         F.sum("negative").alias("negative"),
     )
     cols = ["sum", "min", "max", "overflow", "negative"]
-    return (
+    out = (
         level0.select("gid", F.lit(0).alias("level"), "index", "s", "metric", *cols)
         .unionByName(level1.select("gid", F.lit(1).alias("level"), F.lit(None).cast("long").alias("index"),
                                    "s", "metric", *cols))
     )
+    if windows is not None:
+        level2 = (level0.filter(F.col("s").isNull())
+                  .join(F.broadcast(windows.select("gid", "index", "window")), on=["gid", "index"], how="inner")
+                  .groupBy("gid", "window", "metric").agg(
+                      F.sum("sum").alias("sum"),
+                      F.min("min").alias("min"),
+                      F.max("max").alias("max"),
+                      F.sum("overflow").alias("overflow"),
+                      F.sum("negative").alias("negative"),
+                  ))
+        out = out.unionByName(level2.select("gid", F.lit(2).alias("level"), F.col("window").alias("index"),
+                                            F.lit(None).cast("long").alias("s"), "metric", *cols))
+    return out
 
 
-def histogram_stats(scalars: DataFrame, percentiles: DataFrame, file_groups: DataFrame) -> DataFrame:
+def histogram_stats(scalars: DataFrame, percentiles: DataFrame, file_groups: DataFrame,
+                    windows: DataFrame | None = None) -> DataFrame:
     """Every merged histogram: LEVEL_KEYS, count, sum, min, max, overflow, negative and
     ``q<i>`` = value at ALL_PERCENTILES[i] (µs, capped at the exact maximum).
-    ``percentiles``: :func:`ranked_percentiles`."""
-    stats = histogram_scalars(scalars, file_groups).alias("a")
+    ``percentiles``: :func:`ranked_percentiles`; ``windows``: :func:`window_ids` (level 2)."""
+    stats = histogram_scalars(scalars, file_groups, windows).alias("a")
     pcts = percentiles.alias("b")
     on = [F.col(f"a.{c}").eqNullSafe(F.col(f"b.{c}")) for c in LEVEL_KEYS]
     joined = stats.join(pcts, on=on, how="left")

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 from pyspark.sql import types as T
 
 from .merge import pct_col
+from .omb import OMB_INTERVAL_S
 from .schema import COMBO, METRICS
 
 #: the key under which Spark keeps its schema in a Parquet footer
@@ -38,15 +39,37 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _number(value: Any) -> Any:
+    """A value OMB's readers can compare and plot: a missing value (no sample of the metric,
+    no time to divide by) becomes 0, as OMB writes an empty HdrHistogram's values."""
+    value = _clean(value)
+    return 0 if value is None else value
+
+
+def omb_label(row: dict) -> str:
+    """The ``driver`` of an OMB document, the series label of OMB's charts: unique per broker,
+    variant and driver (fsync on and off of one driver are two series). Broker and variant
+    come first: the charts' legend cuts long labels short (about 24 characters with 6 series;
+    the full label is the point's tooltip)."""
+    return f"{row['broker']} {row['variant']} ({row['driver']})"
+
+
 def omb_document(row: dict, series: list[dict], quantiles: list[dict], quantile_pcts: Sequence[float]) -> dict:
     """The OMB result JSON of one workload x driver x variant (units as OMB: ms, delay µs).
+
+    A valid io.openmessaging.benchmark.TestResult that OMB's bin/create_charts.py draws as is:
+    ``driver`` is :func:`omb_label`; ``series``: the combination's 10 s windows
+    (tables.omb_series_table, omb.py), one entry of every per-interval list each, so entry n
+    is at 10 x n s as the script plots it; no null anywhere (:func:`_number`; the
+    ``...Count`` lists say where a 0 means "no sample").
 
     ``quantiles``: the combination's whole-phase merges, one dict per metric (``metric`` = the
     histogram field, ``count``, ``q<i>`` = value at ``quantile_pcts[i]`` in µs)."""
     topics = row["topics"] or 0
     doc: dict[str, Any] = {
         "workload": row["workload"],
-        "driver": row["driver"],
+        "driver": omb_label(row),
+        "driverId": row["driver"],
         "broker": row["broker"],
         "variant": row["variant"],
         "brokerImplementation": row["broker_implementation"],
@@ -59,17 +82,21 @@ def omb_document(row: dict, series: list[dict], quantiles: list[dict], quantile_
         "producersPerTopic": (row["producers"] or 0) // topics if topics else 0,
         "consumersPerTopic": (row["consumers"] or 0) // topics if topics else 0,
         "targetRate": row["target_rate_msg_s"],
-        "intervalSeconds": row["interval_s"],
-        "publishRate": [_clean(s["publish_rate_msg_s"]) for s in series],
-        "publishErrorRate": [_clean(s["publish_error_rate_msg_s"]) for s in series],
-        "consumeRate": [_clean(s["consume_rate_msg_s"]) for s in series],
-        "backlog": [s["backlog_msgs"] for s in series],
+        "intervalSeconds": OMB_INTERVAL_S,
+        "workerIntervalSeconds": row["interval_s"],
+        "intervalSecondsMeasured": [_number(s["window_seconds"]) for s in series],
+        "publishRate": [_number(s["publish_rate_msg_s"]) for s in series],
+        "publishErrorRate": [_number(s["publish_error_rate_msg_s"]) for s in series],
+        "consumeRate": [_number(s["consume_rate_msg_s"]) for s in series],
+        "backlog": [_number(s["backlog_msgs"]) for s in series],
     }
     for prefix, unit, name, agg_name in OMB_METRICS:
         for stat, suffix in OMB_SUFFIXES:
-            doc[f"{name}{suffix}"] = [_clean(s[f"{prefix}_{stat}_{unit}"]) for s in series]
+            doc[f"{name}{suffix}"] = [_number(s[f"{prefix}_{stat}_{unit}"]) for s in series]
+        doc[f"{name}Count"] = [s[f"{prefix}_count"] or 0 for s in series]
         for stat, suffix in OMB_SUFFIXES:
-            doc[f"aggregated{agg_name}{suffix}"] = _clean(row[f"{prefix}_{stat}_{unit}"])
+            doc[f"aggregated{agg_name}{suffix}"] = _number(row[f"{prefix}_{stat}_{unit}"])
+        doc[f"aggregated{agg_name}Count"] = row[f"{prefix}_count"] or 0
     for metric, (prefix, unit, divisor) in METRICS.items():
         name = {"publish_latency": "PublishLatency", "e2e_latency": "EndToEndLatency",
                 "publish_delay": "PublishDelayLatency"}[prefix]
@@ -78,7 +105,8 @@ def omb_document(row: dict, series: list[dict], quantiles: list[dict], quantile_
         if q is not None and q["count"]:
             for i, p in enumerate(quantile_pcts):
                 v = q[pct_col(i)]
-                values[repr(float(p))] = None if v is None else v / divisor
+                if v is not None:
+                    values[repr(float(p))] = v / divisor
         doc[f"aggregated{name}Quantiles"] = values
     return doc
 
@@ -180,9 +208,9 @@ def write_parquet_dataset(out_dir: str, rows: list[dict], schema: T.StructType, 
 
 def write_run_outputs(out: str, summary: list[dict], summary_schema: T.StructType,
                       timeseries: list[dict], timeseries_columns: Sequence[str], quantiles: list[dict],
-                      quantile_pcts: Sequence[float], spark_version: str) -> str:
+                      quantile_pcts: Sequence[float], spark_version: str, omb_series: list[dict]) -> str:
     """summary.parquet, summary.csv, timeseries.csv and omb/*.json of one run (rows without
-    ``run``) into the local directory ``out``."""
+    ``run``; ``omb_series``: tables.omb_series_table) into the local directory ``out``."""
     out = out.rstrip("/")
     summary_columns = [f.name for f in summary_schema.fields]
     write_parquet_dataset(f"{out}/summary.parquet", summary, summary_schema, spark_version)
@@ -190,7 +218,7 @@ def write_run_outputs(out: str, summary: list[dict], summary_schema: T.StructTyp
     write_text(f"{out}/timeseries.csv", csv_text(timeseries, timeseries_columns))
     for row in summary:
         key = tuple(row[k] for k in COMBO)
-        series = [s for s in timeseries if tuple(s[k] for k in COMBO) == key]
+        series = [s for s in omb_series if tuple(s[k] for k in COMBO) == key]
         combo_quantiles = [q for q in quantiles if tuple(q[k] for k in COMBO) == key]
         doc = omb_document(row, series, combo_quantiles, quantile_pcts)
         name = f"{row['workload']}__{row['driver']}__{row['variant']}.json"

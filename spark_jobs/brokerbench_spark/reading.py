@@ -31,6 +31,15 @@ HISTOGRAM_ROWS = T.StructType([
     T.StructField("count", T.LongType(), False),
     T.StructField("r", T.ArrayType(T.LongType(), False)),
 ])
+#: the OMB window of every interval index of a measured phase (workerfiles.py, omb.py)
+WINDOW_ROWS = T.StructType([
+    T.StructField("run", T.IntegerType(), False),
+    T.StructField("sweep", T.BooleanType(), False),
+    *[T.StructField(c, T.StringType()) for c in COMBO],
+    T.StructField("index", T.LongType(), False),
+    T.StructField("window", T.LongType(), False),
+    T.StructField("timed", T.BooleanType(), False),
+])
 #: phase directories never read: nothing of a warm-up enters any output (only files whose
 #: meta record says measure or sweep do), and a warm-up's files are as large as a measurement's
 UNREAD_PHASES = ("warmup",)
@@ -63,14 +72,15 @@ def phase_dirs(files: dict[str, tuple[int, int]]) -> list[tuple[tuple[int, list[
 
 
 def read_worker_files(spark: SparkSession, files: dict[str, tuple[int, int]], ranked: Sequence[float]
-                      ) -> tuple[DataFrame, DataFrame]:
+                      ) -> tuple[DataFrame, DataFrame, DataFrame]:
     """Every worker file of every run read once, by the executors (workerfiles.py).
 
     ``files``: {URI: (run, bytes)} (local absolute paths or s3:// URIs). Returns
-    (scalars, histograms): ``scalars`` has (run, file, every field of every record but the
+    (scalars, histograms, windows): ``scalars`` has (run, file, every field of every record but the
     histograms' bucket arrays), one row per line (meta, interval and end records; a line
     that is no JSON object is a row of nulls, as Spark's JSON reader makes it);
-    ``histograms`` has the merged histograms (HISTOGRAM_ROWS).
+    ``histograms`` has the merged histograms (HISTOGRAM_ROWS); ``windows`` the OMB window
+    of every measured interval index (WINDOW_ROWS, omb.py).
     """
     sc = spark.sparkContext
     slices = task_slices(phase_dirs(files), sc.defaultParallelism * TASKS_PER_CORE)
@@ -83,7 +93,8 @@ def read_worker_files(spark: SparkSession, files: dict[str, tuple[int, int]], ra
     scalars = lines.select("run", "file", parsed.alias("r")).select(
         "run", "file", *[F.col(f"r.{f.name}") for f in RECORD_SCALARS.fields])
     histograms = spark.createDataFrame(rows.filter(lambda r: r[0] == "h").map(lambda r: r[1:]), HISTOGRAM_ROWS)
-    return scalars, histograms
+    windows = spark.createDataFrame(rows.filter(lambda r: r[0] == "w").map(lambda r: r[1:]), WINDOW_ROWS)
+    return scalars, histograms, windows
 
 
 def _value_end(text: str, i: int) -> int:

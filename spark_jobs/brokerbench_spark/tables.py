@@ -284,6 +284,62 @@ def timeseries_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame) ->
     )
 
 
+def omb_series_table(scalars: DataFrame, stats: DataFrame, groups: DataFrame, windows: DataFrame) -> DataFrame:
+    """One row per run x workload x broker x driver x variant x OMB window (10 s, omb.py), sorted:
+    the per-interval lists of the OMB documents.
+
+    Counters are summed over the window's intervals and workers; rates are per second of the
+    window's timed intervals (the tail after the last full sending interval joins the last
+    window; its time counts only when it sent something, as the summary's seconds of load);
+    ``backlog_msgs`` is the backlog after the window's last interval; latencies come
+    from the level-2 merged histograms (``<prefix>_count`` = their sample count, 0 when the
+    window holds no sample of that metric).
+    ``windows``: merge.window_ids."""
+    window_keys = KEYS + ["window"]
+    by_combo = (windows.join(F.broadcast(groups.filter(~F.col("sweep"))), on="gid", how="inner")
+                .select(*KEYS, "index", "window", "timed"))
+    intervals = measured_intervals(scalars).join(by_combo, on=[*KEYS, "index"], how="inner")
+    timed = F.col("timed")
+    last_index = Window.partitionBy(*window_keys).orderBy(F.col("index").desc())
+    backlog = (intervals.groupBy(*window_keys, "index").agg(F.sum("backlog").alias("backlog_msgs"))
+               .withColumn("rn", F.row_number().over(last_index)).filter(F.col("rn") == 1)
+               .drop("rn", "index"))
+    counters = intervals.groupBy(*window_keys).agg(
+        F.countDistinct("index").alias("intervals"),
+        ((F.max(F.when(timed, F.col("end_ns"))) - F.min(F.when(timed, F.col("start_ns")))) / 1e9)
+        .alias("window_seconds"),
+        F.sum("sent").alias("sent"),
+        F.sum("acked").alias("acked"),
+        F.sum("received").alias("received"),
+        F.sum("send_errors").alias("send_errors"),
+    )
+    latency = widen(_with_keys(stats, groups, 2, False), KEYS + ["index"], STANDARD_PERCENTILES) \
+        .withColumnRenamed("index", "window")
+
+    def window_rate(col: str) -> F.Column:
+        return F.when(F.col("window_seconds") > 0, F.col(col) / F.col("window_seconds"))
+
+    latency_cols = [
+        f"{prefix}_{stat}_{unit}"
+        for prefix, unit, _ in METRICS.values()
+        for stat in ["avg", *[label for label, _ in STANDARD_PERCENTILES], "max"]
+    ]
+    return (
+        counters.join(backlog, on=window_keys, how="left").join(latency, on=window_keys, how="left")
+        .select(
+            *KEYS, "window", "intervals", "window_seconds",
+            window_rate("acked").alias("publish_rate_msg_s"),
+            window_rate("received").alias("consume_rate_msg_s"),
+            window_rate("send_errors").alias("publish_error_rate_msg_s"),
+            "backlog_msgs",
+            *latency_cols,
+            *[F.coalesce(F.col(f"{prefix}_count"), F.lit(0)).alias(f"{prefix}_count")
+              for prefix, _, _ in METRICS.values()],
+        )
+        .orderBy(*KEYS, "window")
+    )
+
+
 def quantiles_table(stats: DataFrame, groups: DataFrame) -> DataFrame:
     """The whole phase's merged histograms: run, COMBO, metric (number), count and every ``q<i>``."""
     return _with_keys(stats, groups, 1, False).drop("gid", "level", "index", "s", "sweep")

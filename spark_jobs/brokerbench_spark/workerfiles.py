@@ -18,13 +18,18 @@ shuffled. The driver packs the directories into tasks of about equal bytes
     the workers' buckets of that interval summed per bucket key;
   - level 1: per phase (measured) or per step (sweep), summed from level 0 (not from the
     raw buckets again);
+  - level 2 (measured phase only): per 10 s window of the OMB documents (``index`` = the
+    window), summed from level 0 as :func:`omb.window_map` assigns the intervals;
 
   ``count`` = the sum of the merged positive bucket counts and ``r`` = the bucket key at
   each percentile of ``ranked`` (the first bucket whose running count reaches
   ceil(p/100 x count), at least 1): the semantics of
   ``brokerbench.histogram.LogHistogram.percentile``. Histograms whose merged count is 0
   give no row. The cap at the exact maximum is applied by the caller (the maximum is a
-  scalar of the records).
+  scalar of the records);
+- ``("w", run, sweep, <COMBO>..., index, window, timed)`` for every interval index of a
+  measured phase: the OMB window it belongs to (omb.py), so Spark merges the counters and
+  the histograms' scalars into the same windows as the buckets.
 
 Executors need numpy (docs/aggregation-and-report.md, "Running the jobs on a cluster").
 Nothing here imports pyspark: the functions are tested on plain files.
@@ -38,6 +43,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .omb import window_map
 from .store import is_s3, local_path, s3_client, split_s3
 
 #: raw (level 0) pairs held before they are summed into the running merge
@@ -68,9 +74,12 @@ class PhaseMerge:
     """The running level-0 merge of one phase: (group, bucket, n) summed per (group, bucket),
     where a group is (interval index, step, metric) numbered in order of appearance."""
 
-    def __init__(self, sweep: bool, fields: Sequence[str]):
+    def __init__(self, sweep: bool, fields: Sequence[str], interval_s: float | None = None):
         self.sweep = sweep
         self.fields = list(fields)  # histogram field of each metric number
+        self.interval_s = interval_s  # the workers' reporting interval (the meta record's interval_s)
+        self.sent: dict[int, int] = {}  # interval index -> messages sent, summed over the workers
+        self.bounds: dict[int, tuple[int, int]] = {}  # interval index -> (first start, last end) in ns
         self.groups: dict[tuple, int] = {}  # (index, s) -> number
         self.g = np.empty(0, np.int64)
         self.b = np.empty(0, np.int64)
@@ -86,6 +95,8 @@ class PhaseMerge:
         if self.sweep and s is None:
             return
         key = (r.get("index"), s)
+        if not self.sweep and isinstance(r.get("index"), int):
+            self._count_interval(r)
         number = self.groups.get(key)
         if number is None:
             number = self.groups[key] = len(self.groups)
@@ -106,6 +117,15 @@ class PhaseMerge:
             self._pending_pairs += pairs
             if self._pending_pairs >= PENDING_PAIRS:
                 self._fold()
+
+    def _count_interval(self, r: dict) -> None:
+        """What omb.window_map needs of a measured interval: its sends and its bounds."""
+        index = r["index"]
+        self.sent[index] = self.sent.get(index, 0) + (r.get("sent") or 0)
+        start, end = r.get("start_ns"), r.get("end_ns")
+        if isinstance(start, int) and isinstance(end, int):
+            first, last = self.bounds.get(index, (start, end))
+            self.bounds[index] = (min(first, start), max(last, end))
 
     def _fold(self) -> None:
         """Sum the pending raw pairs into the running merge."""
@@ -144,7 +164,37 @@ class PhaseMerge:
         step_keys = list(steps)
         out += [(1, None, step_keys[g // metrics], g % metrics, count, r)
                 for g, count, r in ranked_rows(g1, b1, n1, ranked)]
+        out += self._window_rows(keys, ranked)
         return out
+
+    def windows(self) -> list[tuple[int, int, bool]]:
+        """(interval index, OMB window, timed) of a measured phase (omb.window_map); [] for a
+        sweep or without the reporting interval."""
+        if self.sweep or not self.interval_s or self.interval_s <= 0:
+            return []
+        seconds = {i: (end - start) / 1e9 for i, (start, end) in self.bounds.items()}
+        return window_map(self.sent, self.interval_s, seconds)
+
+    def _window_rows(self, keys: list[tuple], ranked: Sequence[float]) -> list[tuple]:
+        """Level 2: the level-0 sums merged per OMB window; an interval in several windows
+        (longer than a window) adds its buckets to each."""
+        metrics = len(self.fields)
+        windows_of: dict[int, list[int]] = {}
+        for index, window, _ in self.windows():
+            windows_of.setdefault(index, []).append(window)
+        g2_parts, b2_parts, n2_parts = [], [], []
+        for number, (index, _) in enumerate(keys):
+            # self.g is sorted (sum_by_group_and_bucket): the pairs of one interval are one slice
+            lo, hi = np.searchsorted(self.g, [number * metrics, (number + 1) * metrics], side="left")
+            for window in windows_of.get(index, []):
+                g2_parts.append(window * metrics + self.g[lo:hi] % metrics)
+                b2_parts.append(self.b[lo:hi])
+                n2_parts.append(self.n[lo:hi])
+        if not g2_parts:
+            return []
+        g2, b2, n2 = sum_by_group_and_bucket(np.concatenate(g2_parts), np.concatenate(b2_parts),
+                                             np.concatenate(n2_parts))
+        return [(2, g // metrics, None, g % metrics, count, r) for g, count, r in ranked_rows(g2, b2, n2, ranked)]
 
 
 def sum_by_group_and_bucket(g: np.ndarray, b: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -221,10 +271,12 @@ def read_phase_dirs(work: Iterable[PhaseDir], fields: Sequence[str], combo: Sequ
             keys = list(dict.fromkeys(
                 (r.get("phase") == "sweep", *[_text(r.get(c)) for c in combo]) for r in records
                 if r is not None and r.get("record") == "meta" and r.get("phase") in ("measure", "sweep")))
+            interval_s = next((r.get("interval_s") for r in records
+                               if r is not None and r.get("record") == "meta" and r.get("interval_s")), None)
             for key in keys:
                 merge = merges.get(key)
                 if merge is None:
-                    merge = merges[key] = PhaseMerge(key[0], fields)
+                    merge = merges[key] = PhaseMerge(key[0], fields, interval_s)
                 for r in records:
                     if r is not None:
                         merge.add_record(r)
@@ -234,6 +286,8 @@ def read_phase_dirs(work: Iterable[PhaseDir], fields: Sequence[str], combo: Sequ
         for key, merge in merges.items():
             for row in merge.rows(ranked):
                 yield ("h", run, *key, *row)
+            for index, window, timed in merge.windows():
+                yield ("w", run, *key, index, window, timed)
 
 
 def task_slices(work: Sequence[tuple[PhaseDir, int]], slices: int) -> list[list[PhaseDir]]:

@@ -3,8 +3,9 @@
 ``aggregate_reference.py`` (beside this file) is the job as it was before it became the
 package spark_jobs/brokerbench_spark. Both run under a real spark-submit (local[2]) on
 copies of the same runs: the reference with its ``--run-dir`` loop, the new job with every
-run in one query. Every output must be the same: summary.csv, timeseries.csv, sweep.csv
-and the OMB documents byte for byte; summary.parquet the same table (schema, Spark's schema
+run in one query. Every output must be the same: summary.csv, timeseries.csv and sweep.csv
+byte for byte (the OMB documents: the same files; their content has changed on purpose since,
+to what OMB's chart script reads); summary.parquet the same table (schema, Spark's schema
 in the footer, rows, values, one part file); exit code and printed lines the same. (The new
 job's driver writes its files with Python and pyarrow, so Hadoop's ``.crc`` checksum files
 of the reference are not compared.) The new job
@@ -198,7 +199,10 @@ def test_same_files(outputs):
 def test_text_outputs_byte_for_byte(outputs, run):
     i = RUNS.index(run)
     ref, new = outputs["reference_dirs"][i] / "summary", outputs["new_dirs"][i] / "summary"
-    names = sorted(str(p.relative_to(ref)) for p in ref.rglob("*") if p.suffix in (".csv", ".json"))
+    # the OMB documents changed on purpose since the reference (10 s windows, OMB's labels, no
+    # nulls: test_aggregate_spark.py and tests/unit/test_omb_*.py check them); test_same_files lists them
+    names = sorted(str(p.relative_to(ref)) for p in ref.rglob("*")
+                   if p.suffix in (".csv", ".json") and p.parent.name != "omb")
     assert names
     for name in names:
         assert (new / name).read_bytes() == (ref / name).read_bytes(), f"{run}: {name}"

@@ -28,6 +28,7 @@ from fixtures_results import (  # noqa: E402
     write_sweep_run,
     write_worker_file,
 )
+from support.omb_charts import chart_problems  # noqa: E402
 
 from brokerbench.histogram import LogHistogram  # noqa: E402
 
@@ -303,7 +304,10 @@ def test_omb_json(run):
         listed += [f"aggregated{base[0].upper()}{base[1:]}{s}" for _, s in OMB_SUFFIXES]
     missing = [f for f in listed if f not in doc]
     assert not missing
-    assert doc["workload"] == key[0] and doc["driver"] == "pulsar-latency"
+    assert doc["workload"] == key[0] and doc["driver"] == "pulsar fsync (pulsar-latency)"
+    assert doc["driverId"] == "pulsar-latency" and doc["broker"] == "pulsar" and doc["variant"] == "fsync"
+    # the synthetic workers report every 10 s: each window of the OMB lists is one interval
+    assert doc["intervalSeconds"] == 10 and doc["workerIntervalSeconds"] == 10
     assert doc["messageSize"] == 1024 and doc["topics"] == 1 and doc["partitions"] == 16
     assert doc["producersPerTopic"] == 2 and doc["consumersPerTopic"] == 2
     for series in ("publishRate", "publishErrorRate", "consumeRate", "backlog", "publishLatency99pct",
@@ -327,6 +331,14 @@ def test_omb_json(run):
     i1 = LogHistogram.from_values(combo.interval_values(1, "publish_latency_us"))
     assert doc["publishLatency99pct"][1] == pytest.approx(i1.percentile(99) / 1000)
     assert doc["status"].startswith("partial")
+
+
+def test_omb_documents_are_what_omb_charts_read(run):
+    """The properties bin/create_charts.py of openmessaging/benchmark relies on
+    (tests/support/omb_charts.py), on every document of the run."""
+    docs = [json.loads(p.read_text()) for p in sorted((run["dir"] / "summary" / "omb").glob("*.json"))]
+    assert len(docs) == len(run["truth"])
+    assert chart_problems(docs) == []
 
 
 def test_partial_status_for_missing_end_record(run):
@@ -370,3 +382,71 @@ def test_no_measured_data_exits_nonzero(tmp_path):
     # spark-submit passes the Python process's stderr on through its stdout
     assert "no measured data" in proc.stdout + proc.stderr
     assert not (tmp_path / "summary" / "summary.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def five_second_run(tmp_path_factory):
+    """Two workers reporting every 5 s: 6 full sending intervals, then a 0.3 s drain that sends
+    nothing (a producer-only worker beside a consumer: the drain has acks, receipts and no
+    publish delay). Returns the run directory and the raw samples per interval."""
+    run_dir = tmp_path_factory.mktemp("run5") / "runs" / "brokerbench_synthetic" / "manual__5s"
+    rng = np.random.default_rng(5)
+    start = 1_700_000_000_000_000_000
+    interval_ns, drain_ns = 5_000_000_000, 300_000_000
+    samples: dict[tuple[int, str], list[np.ndarray]] = {}
+    counters: dict[int, dict[str, int]] = {}
+    for w in range(2):
+        records = []
+        for i in range(7):
+            drain = i == 6
+            begin = start + i * interval_ns
+            n = 10 if drain else 200
+            values = {"publish_latency_us": rng.lognormal(8 + i % 3, 0.8, n).astype(np.int64) + 1,
+                      "e2e_latency_us": rng.lognormal(9, 0.8, n).astype(np.int64) + 1,
+                      "publish_delay_us": (np.array([], np.int64) if drain
+                                           else rng.lognormal(5, 1.0, n).astype(np.int64) + 1)}
+            c = {"sent": 0 if drain else n, "acked": n, "received": n, "send_errors": 0, "backlog": 6 - i}
+            for f, v in values.items():
+                samples.setdefault((i, f), []).append(v)
+            for k, v in c.items():
+                counters.setdefault(i, {}).setdefault(k, 0)
+                counters[i][k] += v
+            records.append({"index": i, "start_ns": begin, "end_ns": begin + (drain_ns if drain else interval_ns),
+                            **c, **{f: v.tolist() for f, v in values.items()}})
+        meta = default_meta(workload="w5", driver="kafka-latency", broker="kafka", variant="fsync-on",
+                            worker=f"client1-{w}", interval_s=5, start_ns=start, kind="latency",
+                            target_rate_msg_s=0)
+        write_worker_file(run_dir / "raw" / "w5" / "kafka-latency" / "fsync-on" / "measure" / f"client1-{w}.jsonl",
+                          meta, records)
+    proc = run_job(run_dir)
+    assert proc.returncode == 0, f"spark-submit failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-5000:]}"
+    return {"dir": run_dir, "samples": samples, "counters": counters, "interval_ns": interval_ns}
+
+
+def test_omb_windows_of_5_s_intervals_merge_histograms_and_fold_the_drain(five_second_run):
+    run = five_second_run
+    doc = json.loads((run["dir"] / "summary" / "omb" / "w5__kafka-latency__fsync-on.json").read_text())
+    assert chart_problems([doc]) == []
+    assert doc["intervalSeconds"] == 10 and doc["workerIntervalSeconds"] == 5
+    members = {0: [0, 1], 1: [2, 3], 2: [4, 5, 6]}  # the drain (6) joins the last window
+    assert len(doc["publishRate"]) == 3
+    # the drain's time does not count: every window is 10 s of load
+    assert doc["intervalSecondsMeasured"] == [pytest.approx(10.0)] * 3
+    for w, indexes in members.items():
+        c = {k: sum(run["counters"][i][k] for i in indexes) for k in ("acked", "received")}
+        assert doc["publishRate"][w] == pytest.approx(c["acked"] / 10.0)
+        assert doc["consumeRate"][w] == pytest.approx(c["received"] / 10.0)
+        assert doc["backlog"][w] == run["counters"][indexes[-1]]["backlog"]
+        for field, name, divisor in (("publish_latency_us", "publishLatency", 1000.0),
+                                     ("e2e_latency_us", "endToEndLatency", 1000.0),
+                                     ("publish_delay_us", "publishDelayLatency", 1.0)):
+            raw = LogHistogram.from_values(np.concatenate([v for i in indexes for v in run["samples"][(i, field)]]))
+            # the window's percentiles come from the merged samples, not from the intervals' percentiles
+            assert doc[f"{name}99pct"][w] == pytest.approx(raw.percentile(99) / divisor), (w, name)
+            assert doc[f"{name}50pct"][w] == pytest.approx(raw.percentile(50) / divisor), (w, name)
+            assert doc[f"{name}Max"][w] == pytest.approx(raw.max / divisor), (w, name)
+            assert doc[f"{name}Avg"][w] == pytest.approx(raw.mean() / divisor), (w, name)
+            assert doc[f"{name}Count"][w] == raw.count
+    # timeseries.csv keeps every worker interval as measured, the drain flagged
+    rows = read_csv(run["dir"] / "summary" / "timeseries.csv")
+    assert [r["drain_interval"] for r in rows] == ["False"] * 6 + ["True"]

@@ -321,7 +321,9 @@ def quantile_curves(data: RunData, workload: str, key: str, with_driver: bool) -
             except (TypeError, ValueError):
                 continue
         if points:
-            row = {"broker": doc.get("broker"), "variant": doc.get("variant"), "driver": doc.get("driver")}
+            # driverId: the driver's name (documents before it: driver; now OMB's series label)
+            row = {"broker": doc.get("broker"), "variant": doc.get("variant"),
+                   "driver": doc.get("driverId", doc.get("driver"))}
             out.append((_combo_label(data, row, with_driver), points))
     return sorted(out, key=lambda c: c[0])
 

@@ -7,7 +7,7 @@ See docs/specs.md for every field, unit and default.
 from .common import SUPPORTED_BROKERS, list_names
 from .driver import DriverSpec, PulsarClient, PulsarConsumer, PulsarPersistence, PulsarProducer, load_driver
 from .errors import SpecError
-from .plan import Plan, PlanItem, RunParams, build_plan
+from .plan import Plan, PlanItem, RunParams, build_plan, conf_with_files
 from .roots import spec_root
 from .suite import Suite, load_suite
 from .variant import BrokerVariant, Variant, apply_variant, load_variant
@@ -44,5 +44,5 @@ __all__ = [
     "load_driver", "list_drivers",
     "Variant", "BrokerVariant", "load_variant", "apply_variant", "list_variants",
     "Suite", "load_suite", "list_suites",
-    "Plan", "PlanItem", "RunParams", "build_plan",
+    "Plan", "PlanItem", "RunParams", "build_plan", "conf_with_files",
 ]

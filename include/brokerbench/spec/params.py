@@ -98,6 +98,14 @@ PARAMS: tuple[RunParam, ...] = (
              "Measured phase runs per workload, back to back after one warm-up; the run's value per metric is the "
              "median of the valid trials (docs/analytics.md); default: the suite's trials (1)",
              {"type": "integer", "minimum": 1, "maximum": MAX_TRIALS}, lambda s: s.trials),
+    RunParam("workload_files", "plan",
+             "OMB workload YAML files anywhere on disk (absolute paths), run instead of the suite's workloads "
+             "(after the workloads param when both are given); empty = none",
+             {"type": ["null", "array"], "items": {"type": "string", "minLength": 1}}),
+    RunParam("driver_files", "plan",
+             "OMB driver YAML files anywhere on disk (absolute paths), each replacing the suite's driver of its "
+             "broker (from driverClass); empty = the suite's drivers",
+             {"type": ["null", "array"], "items": {"type": "string", "minLength": 1}}),
     RunParam("environment", "plan", "Where the brokers run", {"type": "string", "enum": ["local", "aws"]},
              lambda s: s.environment),
     RunParam("results_root", "plan", "Results directory (or s3://bucket/prefix)",

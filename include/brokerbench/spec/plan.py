@@ -17,6 +17,8 @@ and history keys).
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,13 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_fie
 
 from ..util import split_trial, trial_id
 from .common import SUPPORTED_BROKERS, path_safe
-from .driver import DriverSpec
-from .errors import SpecError, from_validation_error
+from .driver import DriverSpec, load_driver
+from .errors import MissingFileError, SpecError, from_validation_error
 from .params import MAX_DURATION_MINUTES, MAX_INTERVAL_SECONDS, MAX_RATE_MSG_S, MAX_TRIALS, trials_number
 from .roots import default_results_root
 from .suite import Suite, load_driver_ref, load_variant_ref, load_workload_ref
 from .variant import apply_variant
-from .workload import Workload, normalize_workload_keys
+from .workload import Workload, load_workload, normalize_workload_keys
 
 PLAN_FORMAT_VERSION = 1
 
@@ -57,8 +59,12 @@ class RunParams(BaseModel):
     results_root: str | None = None
     interval_seconds: int | None = Field(default=None, gt=0, le=MAX_INTERVAL_SECONDS)
     trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
+    #: OMB workload / driver YAML files anywhere on disk (absolute paths), see build_plan
+    workload_files: list[str] | None = Field(default=None, min_length=1)
+    driver_files: list[str] | None = Field(default=None, min_length=1)
 
-    _lists = field_validator("brokers", "workloads", "variants", mode="before")(_comma_list)
+    _lists = field_validator("brokers", "workloads", "variants", "workload_files", "driver_files",
+                             mode="before")(_comma_list)
 
     _trials = field_validator("trials", mode="before")(trials_number)
 
@@ -68,6 +74,15 @@ class RunParams(BaseModel):
         for broker in v or []:
             if broker not in SUPPORTED_BROKERS:
                 raise ValueError(f"unknown broker {broker!r}; supported brokers: {', '.join(SUPPORTED_BROKERS)}")
+        return v
+
+    @field_validator("workload_files", "driver_files")
+    @classmethod
+    def _absolute(cls, v: list[str] | None) -> list[str] | None:
+        for path in v or []:
+            if not os.path.isabs(path):
+                raise ValueError(f"{path!r} is not an absolute path (the run's tasks do not start in the "
+                                 f"directory it is relative to; brokerbench bench --workload/--driver make it absolute)")
         return v
 
     @field_validator("results_root")
@@ -179,12 +194,24 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
         if broker not in suite.brokers:
             raise SpecError(f"broker {broker!r} is not in suite {suite.name!r} "
                             f"(it has: {', '.join(suite.brokers)})", field="brokers")
-    workload_names = p.workloads or suite.workloads
+    # workload files replace the suite's workloads (with the workloads param, they come after them)
+    workload_names = p.workloads or ([] if p.workload_files else suite.workloads)
     variant_names = p.variants or suite.variants
     # Params name specs by name: a missing one is a param error (file None).
     workloads = [load_workload_ref(n, None, "workloads") for n in dict.fromkeys(workload_names)]
+    workloads += workload_files(p.workload_files or [], taken={w.id for w in workloads})
     variants = [load_variant_ref(n, None, "variants") for n in dict.fromkeys(variant_names)]
     drivers = {b: load_driver_ref(suite.brokers[b], file, f"brokers.{b}") for b in dict.fromkeys(brokers)}
+    driver_of = {b: suite.brokers[b] for b in drivers}  # how errors name each broker's driver
+    for path, driver in driver_files(p.driver_files or [], brokers):
+        drivers[str(driver.broker)], driver_of[str(driver.broker)] = driver, path
+    named: dict[str, str] = {}
+    for broker, driver in drivers.items():  # a driver's name files its results: raw/<workload>/<driver>/...
+        if driver.name in named:
+            raise SpecError(f"the drivers of {named[driver.name]} ({driver_of[named[driver.name]]}) and {broker} "
+                            f"({driver_of[broker]}) are both named {driver.name!r}: their results would be filed "
+                            f"under one name; rename one", field="driver_files" if p.driver_files else "brokers")
+        named[driver.name] = broker
 
     suite_overrides = normalize_workload_keys(suite.overrides, file=file, field_prefix="overrides")
     resolved = []
@@ -204,7 +231,7 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
             applied = apply_variant(driver, variant)
             for workload in resolved:
                 if applied.exchange_type == "FANOUT" and workload.partitions_per_topic != 1:
-                    raise SpecError(f"driver {suite.brokers[broker]!r} has exchangeType FANOUT, which sends every "
+                    raise SpecError(f"driver {driver_of[broker]!r} has exchangeType FANOUT, which sends every "
                                     f"message to every queue, so it needs partitionsPerTopic 1; workload "
                                     f"{workload.id!r} has {workload.partitions_per_topic} (use DIRECT or TOPIC)",
                                     file=file, field=f"brokers.{broker}")
@@ -236,3 +263,78 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
 _PARAM_OF = {"testDurationMinutes": "test_duration_minutes",
              "warmupDurationMinutes": "warmup_duration_minutes",
              "producerRate": "rate_override_msg_s"}
+
+
+# -- workload and driver files from anywhere on disk --------------------------------------
+
+
+def _load_file(kind: str, loader, path: str, field: str):
+    """A workload or driver file named by a param; any problem is a SpecError naming the path and the param."""
+    try:
+        return loader(Path(path))
+    except MissingFileError:
+        raise SpecError(f"{kind} file {path} not found (or not a file)", field=field) from None
+    except SpecError as e:
+        raise SpecError(f"{kind} file {path} is invalid: {e}", field=field) from None
+
+
+def workload_files(paths: list[str], taken: set[str]) -> list[Workload]:
+    """The workloads of the ``workload_files`` param, validated, each once.
+
+    A workload's id (its results path, file names and history track) is the file's stem;
+    when that id is already taken (by a named workload or another file of the same name in
+    another directory) it gets the first 8 hex digits of the SHA-256 of the file's absolute
+    path: ``<stem>-<hash>``, the same for the same path in every run."""
+    out = []
+    taken = set(taken)
+    for path in dict.fromkeys(str(Path(p).resolve()) for p in paths):
+        workload = _load_file("workload", load_workload, path, "workload_files")
+        if workload.id in taken:
+            digest = hashlib.sha256(path.encode()).hexdigest()[:8]
+            workload = workload.model_copy(update={"id": f"{workload.id}-{digest}"})
+        taken.add(workload.id)
+        out.append(workload)
+    return out
+
+
+def driver_files(paths: list[str], brokers: list[str]) -> list[tuple[str, DriverSpec]]:
+    """(path, driver) of the ``driver_files`` param, validated: each replaces the suite's driver of
+    its broker (OMB's ``driverClass`` says which), so its broker must be one the run benchmarks and
+    two files may not drive the same broker."""
+    out: list[tuple[str, DriverSpec]] = []
+    by_broker: dict[str, str] = {}
+    for path in dict.fromkeys(str(Path(p).resolve()) for p in paths):
+        driver = _load_file("driver", load_driver, path, "driver_files")
+        broker = str(driver.broker)
+        if broker not in brokers:
+            raise SpecError(f"driver file {path} drives {broker}, which this run does not benchmark "
+                            f"(brokers: {', '.join(brokers)})", field="driver_files")
+        if broker in by_broker:
+            raise SpecError(f"driver files {by_broker[broker]} and {path} both drive {broker}: "
+                            f"a run has one driver per broker", field="driver_files")
+        by_broker[broker] = path
+        out.append((path, driver))
+    return out
+
+
+def conf_with_files(conf: dict[str, Any], workloads: list[str] | tuple[str, ...] = (),
+                    drivers: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """``conf`` (a run's params) with workload and driver files added, for the command line
+    (``brokerbench bench --workload PATH --driver PATH``).
+
+    Paths are made absolute against the current directory and each file is loaded and
+    validated now (a SpecError names the path and the param), so a typo fails before Airflow
+    starts; the run's plan validates them again and carries their content (plan.json)."""
+    out = dict(conf)
+    for key, kind, loader, paths in (("workload_files", "workload", load_workload, workloads),
+                                     ("driver_files", "driver", load_driver, drivers)):
+        if not paths:
+            continue
+        absolute = [str(Path(p).expanduser().resolve()) for p in paths]
+        for path in absolute:
+            _load_file(kind, loader, path, key)
+        given = out.get(key) or []
+        given = _comma_list(given) if isinstance(given, str) else list(given)
+        out[key] = list(dict.fromkeys([*given, *absolute]))
+    return out
+

@@ -28,7 +28,7 @@ from .plan import Plan, build_plan
 from .suite import Suite
 
 #: params whose value is a list (the plan's list params)
-LIST_PARAMS = ("brokers", "workloads", "variants")
+LIST_PARAMS = ("brokers", "workloads", "variants", "workload_files", "driver_files")
 
 
 def check_param_names(names: Iterable[str]) -> None:
