@@ -106,6 +106,14 @@ def _inside(path: Path, dirs: list[Path]) -> bool:
     return any(real.is_relative_to(d) for d in dirs)
 
 
+def _is_file(path: Path) -> bool:
+    """Path.is_file(), but False for a name the file system cannot even look up (ENAMETOOLONG, ...)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _outside_message(name: str, dirs: list[Path]) -> str:
     return (f"{name!r} lies outside the payload directories ({', '.join(str(d) for d in dirs)}): payload files "
             f"come only from there (BROKERBENCH_PAYLOAD_DIRS adds directories, separated by '{os.pathsep}')")
@@ -133,7 +141,7 @@ def find_payload(name: str, message_size: int | None) -> Path:
     for candidate in candidates:
         if not _inside(candidate, dirs):
             raise FieldValueError("payloadFile", _outside_message(name, dirs))
-        if candidate.is_file():
+        if _is_file(candidate):
             return candidate.resolve()
     generated = omb_payload(name, message_size)
     if generated is None:
@@ -238,7 +246,7 @@ class Workload(BaseModel):
         dirs = payload_dirs()
         if not _inside(path, dirs):
             raise FieldValueError("payloadFile", _outside_message(self.payload_path, dirs))
-        if not path.is_file():
+        if not _is_file(path):
             raise FieldValueError("payloadFile", f"file {self.payload_path!r} not found")
         check_payload_size(self.payload_file or self.payload_path, path.stat().st_size, self.message_size)
 
