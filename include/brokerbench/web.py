@@ -20,6 +20,12 @@ of a served root is reachable: path segments ``..``, ``.``, empty ones,
 backslashes and NUL are refused, and a local file must resolve (symlinks
 followed) inside the root's ``runs/`` or ``comparisons/``.
 
+No client input is answered 500: a segment or id over MAX_SEGMENT_LENGTH
+characters or a path over MAX_SEGMENTS segments is 404, a URL over
+MAX_URL_LENGTH 414, a file-system error 404/403/503 (:func:`os_error`), and an
+s3:// root that cannot be reached 503 within seconds (the client's short
+timeouts: storage.SERVING_CLIENT_CONFIG).
+
 Inside the api-server (the plugin, ``create_app(auth=True)``) every request needs
 an Airflow user: a run's files need read access to the DAG's runs, comparisons an
 authenticated user. Pages are sent with a sandboxing Content-Security-Policy, so a
