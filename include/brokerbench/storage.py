@@ -83,14 +83,30 @@ def aws_conn_id() -> str:
     return os.environ.get("BROKERBENCH_AWS_CONN_ID", "brokerbench_aws")
 
 
-def s3_client(conn_id: str | None = None):
+#: botocore settings of the client that serves reports (brokerbench.web): an endpoint that does not accept the
+#: connection within 2 s, or does not answer within 3 s, is tried once more and then answered 503 with the
+#: reason (within ~7 s), rather than holding the page for botocore's defaults (60 s timeouts, 5 attempts with
+#: back-off). S3 answers in well under a second; 3 s is between two reads, not for a whole file.
+SERVING_CLIENT_CONFIG = {"connect_timeout": 2, "read_timeout": 3,
+                         "retries": {"total_max_attempts": 2, "mode": "standard"}}
+
+
+def serving_client_config():
+    """:data:`SERVING_CLIENT_CONFIG` as a botocore ``Config``."""
+    from botocore.config import Config  # botocore loads only where an s3:// root is served
+
+    return Config(**SERVING_CLIENT_CONFIG)
+
+
+def s3_client(conn_id: str | None = None, config=None):
     """A boto3 S3 client from the Airflow connection ``aws_conn_id`` (default ``BROKERBENCH_AWS_CONN_ID``, else
-    ``brokerbench_aws``): its credentials and endpoint (``extra.endpoint_url``, e.g. a MinIO or moto server)."""
+    ``brokerbench_aws``): its credentials and endpoint (``extra.endpoint_url``, e.g. a MinIO or moto server).
+    ``config``: a botocore ``Config`` (timeouts, retries), else :data:`STORE_CLIENT_CONFIG`."""
     # Airflow and botocore: loaded where this runs under Airflow, not on import
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
     from botocore.config import Config
 
-    return S3Hook(aws_conn_id=conn_id or aws_conn_id(), config=Config(**STORE_CLIENT_CONFIG)).get_conn()
+    return S3Hook(aws_conn_id=conn_id or aws_conn_id(), config=config or Config(**STORE_CLIENT_CONFIG)).get_conn()
 
 
 def _local_state(base: Path) -> dict[str, tuple[int, int]]:
@@ -110,11 +126,11 @@ class S3Sync:
     Prefixes are relative to the results root (``runs/<dag>/<run>/``, ``history/broker=kafka/``); ``exclude``
     names prefixes not to download (a run's bulky ``raw/`` when the task does not read it)."""
 
-    def __init__(self, root: str, conn_id: str | None = None):
+    def __init__(self, root: str, conn_id: str | None = None, client_config=None):
         self.root = root
         self.bucket, self.prefix = split_s3(root)
         self.local = staging_root(root)
-        self.client = s3_client(conn_id)
+        self.client = s3_client(conn_id, config=client_config)
         self.uploaded: list[str] = []
 
     def key(self, rel: str) -> str:

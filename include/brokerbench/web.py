@@ -20,6 +20,12 @@ of a served root is reachable: path segments ``..``, ``.``, empty ones,
 backslashes and NUL are refused, and a local file must resolve (symlinks
 followed) inside the root's ``runs/`` or ``comparisons/``.
 
+No client input is answered 500: a segment or id over MAX_SEGMENT_LENGTH
+characters or a path over MAX_SEGMENTS segments is 404, a URL over
+MAX_URL_LENGTH 414, a file-system error 404/403/503 (:func:`os_error`), and an
+s3:// root that cannot be reached 503 within seconds (the client's short
+timeouts: storage.SERVING_CLIENT_CONFIG).
+
 Inside the api-server (the plugin, ``create_app(auth=True)``) every request needs
 an Airflow user: a run's files need read access to the DAG's runs, comparisons an
 authenticated user. Pages are sent with a sandboxing Content-Security-Policy, so a
@@ -31,6 +37,7 @@ security code and S3 clients are imported when the first request arrives.
 
 # no `from __future__ import annotations`: FastAPI reads the handlers' annotations (Request) at definition
 
+import errno
 import html
 import mimetypes
 import os
@@ -43,12 +50,20 @@ from typing import Any, Iterator
 from urllib.parse import quote, urlencode
 
 from brokerbench.spec.roots import default_results_root
-from brokerbench.storage import S3Sync, staging_root
+from brokerbench.storage import S3Sync, serving_client_config, staging_root
 
 #: Where the plugin mounts the app in Airflow's api-server.
 URL_PREFIX = "/brokerbench"
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._=-]+$")  # brokerbench.pipeline.safe_name's alphabet
+
+#: The longest path segment served: no common file system holds a longer file name (NAME_MAX), so a longer
+#: one names nothing (404) and never reaches the file system
+MAX_SEGMENT_LENGTH = 255
+#: The most path segments served: a run's deepest file is a few directories down (summary/omb/<file>.json)
+MAX_SEGMENTS = 32
+#: The longest URL (path and query) read at all: a longer one is answered 414 before any routing
+MAX_URL_LENGTH = 8192
 
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -188,9 +203,32 @@ def comparison_url(results_root: str | None, name_or_path: str, *, base_url: str
 # -- reading a root (local or S3) ---------------------------------------------------
 
 def check_segments(segments: list[str]) -> None:
+    """Refuse what no served file is named like: 400 for a segment that could leave the served directories,
+    404 for a path deeper or a segment longer than any file (they would name nothing)."""
+    if len(segments) > MAX_SEGMENTS:
+        raise NotServed(404, f"not found: a path of {len(segments):,} segments (no served file is more than "
+                             f"{MAX_SEGMENTS} deep)")
     for s in segments:
         if s in ("", ".", "..") or "\\" in s or "\x00" in s:
             raise NotServed(400, f"path segment {s!r} is not allowed")
+        if len(s) > MAX_SEGMENT_LENGTH:
+            raise NotServed(404, f"not found: a path segment of {len(s):,} characters (no file name is longer "
+                                 f"than {MAX_SEGMENT_LENGTH})")
+
+
+def os_error(e: OSError | RuntimeError, rel: list[str]) -> NotServed:
+    """The answer to a file-system error while reading ``rel``: what the client asked for names nothing (404) or
+    may not be read (403); anything else is the server's disk (503). Never a 500 with a traceback."""
+    where = "/".join(rel)
+    if len(where) > 200:
+        where = where[:200] + "..."
+    errno_ = getattr(e, "errno", None)
+    if isinstance(e, RuntimeError) or errno_ in (errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.ELOOP,
+                                                 errno.EINVAL):
+        return NotServed(404, f"not found: {where} ({getattr(e, 'strerror', None) or e})")
+    if errno_ in (errno.EACCES, errno.EPERM):
+        return NotServed(403, f"{where} cannot be read by the server")
+    return NotServed(503, f"could not read {where} from the results root: {getattr(e, 'strerror', None) or e}")
 
 
 def content_type(name: str) -> str:
@@ -239,12 +277,16 @@ _S3_TTL_S = 300.0
 
 
 def cached_s3_sync(root: str):
-    """storage.S3Sync of ``root`` (its S3Hook client, through brokerbench's AWS connection), cached a while."""
+    """storage.S3Sync of ``root`` (its S3Hook client, through brokerbench's AWS connection), cached a while.
+
+    Its client gives up quickly (storage.SERVING_CLIENT_CONFIG: short timeouts, one retry): an unreachable
+    endpoint is answered 503 in seconds, not after botocore's default minute of retries.
+    """
     with _S3_LOCK:
         hit = _S3_CACHE.get(root)
         if hit and time.monotonic() - hit[0] < _S3_TTL_S:
             return hit[1]
-    sync = S3Sync(root)
+    sync = S3Sync(root, client_config=serving_client_config())
     with _S3_LOCK:
         _S3_CACHE[root] = (time.monotonic(), sync)
     return sync
@@ -252,10 +294,14 @@ def cached_s3_sync(root: str):
 
 class _S3Root:
     def __init__(self, root: str):
-        self.sync = cached_s3_sync(root)
+        try:
+            self.sync = cached_s3_sync(root)
+        except Exception as e:  # a missing or malformed AWS connection, botocore's own checks: say so, not 500
+            raise NotServed(503, f"results root {root} cannot be opened: {_one_line(e)}") from None
 
     def open(self, rel: list[str]) -> tuple[int, Iterator[bytes]] | None:
-        from botocore.exceptions import ClientError  # botocore loads only where an s3:// root is served
+        # botocore loads only where an s3:// root is served
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             obj = self.sync.client.get_object(Bucket=self.sync.bucket, Key=self.sync.key("/".join(rel)))
@@ -263,6 +309,8 @@ class _S3Root:
             if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
                 return None
             raise self._error(e) from None
+        except BotoCoreError as e:  # no answer: endpoint unreachable, timeouts, no credentials
+            raise self._unavailable(e) from None
         body = obj["Body"]
 
         def chunks():
@@ -274,7 +322,7 @@ class _S3Root:
         return int(obj.get("ContentLength") or 0), chunks()
 
     def listing(self, rel: list[str]) -> list[tuple[str, int]]:
-        from botocore.exceptions import ClientError  # as above: only for s3:// roots
+        from botocore.exceptions import BotoCoreError, ClientError  # as above: only for s3:// roots
 
         prefix = self.sync.key("/".join(rel)) + "/"
         out = []
@@ -285,13 +333,24 @@ class _S3Root:
                     out.append((obj["Key"][len(prefix):], obj["Size"]))
         except ClientError as e:
             raise self._error(e) from None
+        except BotoCoreError as e:
+            raise self._unavailable(e) from None
         return sorted(out)
 
     def _error(self, e) -> NotServed:
         code = e.response.get("Error", {}).get("Code")
         if code == "NoSuchBucket":
             return NotServed(404, f"bucket {self.sync.bucket!r} of results root {self.sync.root} does not exist")
-        return NotServed(502, f"could not read results root {self.sync.root}: {code}: {e}")
+        return NotServed(502, f"could not read results root {self.sync.root}: {code}: {_one_line(e)}")
+
+    def _unavailable(self, e) -> NotServed:
+        return NotServed(503, f"results root {self.sync.root} cannot be reached: {_one_line(e)}")
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception as one line of at most 300 characters (for a response's detail)."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def store(root: str):
@@ -350,6 +409,15 @@ def create_app(*, auth: bool = False):
     app = FastAPI(title="brokerbench reports", docs_url=None, redoc_url=None, openapi_url=None)
     any_user, run_reader = _auth_dependencies() if auth else ([], [])
 
+    @app.middleware("http")
+    async def refuse_long_urls(request: Request, call_next):
+        """414 for a URL longer than MAX_URL_LENGTH, before routing, authentication or the file system."""
+        length = len(request.scope.get("raw_path") or request.url.path.encode()) + len(request.url.query)
+        if length > MAX_URL_LENGTH:
+            return JSONResponse({"detail": f"URL of {length:,} characters: longer than the {MAX_URL_LENGTH:,} "
+                                           f"this server reads"}, status_code=414)
+        return await call_next(request)
+
     def serve(request: Request, top: str, segments: list[str], what: str):
         try:
             check_segments(segments)
@@ -357,9 +425,9 @@ def create_app(*, auth: bool = False):
         except NotServed as e:
             raise HTTPException(e.status, e.message) from None
         query = "?" + urlencode({"root": request.query_params["root"]}) if request.query_params.get("root") else ""
-        st = store(root)
         rel = [top, *segments]
         try:
+            st = store(root)
             if segments and not request.url.path.endswith("/"):
                 opened = st.open(rel)
                 if opened is not None:
@@ -371,6 +439,9 @@ def create_app(*, auth: bool = False):
             files = st.listing(rel)
         except NotServed as e:
             raise HTTPException(e.status, e.message) from None
+        except (OSError, RuntimeError) as e:  # RuntimeError: Path.resolve's symlink loop (Python < 3.13)
+            err = os_error(e, rel)
+            raise HTTPException(err.status, err.message) from None
         if not files:
             raise HTTPException(404, f"{what}: {'/'.join(rel)} not found under results root {root} (not written "
                                      f"(yet), or the run used another results root: add ?root=<its root>)")
@@ -385,6 +456,9 @@ def create_app(*, auth: bool = False):
     def run_file(request: Request, dag_id: str, run_id: str, file_path: str = ""):
         """A file of a run (report.html, summary/summary.csv, ...), or the index of a directory of it."""
         for s in (dag_id, run_id):
+            if len(s) > MAX_SEGMENT_LENGTH:
+                raise HTTPException(404, f"not found: a run path segment of {len(s):,} characters (no DAG or run "
+                                         f"id is longer than {MAX_SEGMENT_LENGTH})")
             if not _SAFE_ID.match(s):
                 raise HTTPException(400, f"{s!r} is not a brokerbench run path segment")
         segments = [dag_id, run_id, *file_path.split("/")]

@@ -252,6 +252,26 @@ def test_api_server_serves_reports_and_refuses_the_rest(api_server):
         assert mine and mine[0]["fastapi_apps"][0]["url_prefix"] == "/brokerbench"
 
 
+def test_api_server_answers_over_long_names_without_a_500(api_server):
+    """Over-long path segments, DAG ids and URLs reach the real api-server (uvicorn) and get 404 or 414."""
+    import httpx
+
+    run = f"/brokerbench/runs/{RUN[0]}/{RUN[1]}"
+    cases = [
+        (f"{run}/{'a' * 300}", 404),
+        (f"/brokerbench/runs/{'d' * 300}/{RUN[1]}/report.html", 404),
+        (f"/brokerbench/comparisons/{'c' * 300}/comparison.html", 404),
+        (f"{run}/" + "/".join(["b" * 250] * 20), 404),  # each segment fits, the path is past PATH_MAX
+        (f"{run}/" + "/".join(["a"] * 2000), 404),
+        (f"{run}/" + "/".join(["a"] * 5000), 414),
+    ]
+    with httpx.Client(base_url=api_server["url"], timeout=30) as c:
+        for path, status in cases:
+            r = c.get(path)
+            assert r.status_code == status, (path[:80], r.status_code, r.text[:300])
+            assert "detail" in r.json()
+
+
 def run_chromium(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
     profile = tempfile.mkdtemp(prefix="bb-chromium-")
     try:

@@ -162,15 +162,28 @@ def test_bad_workload_names_file_and_field(tmp_path, changes, field, text):
     assert str(err.value).startswith(f"{path}: field '{field}': ")
 
 
-def test_payload_file_is_resolved_next_to_the_workload(tmp_path):
-    (tmp_path / "payload-100b.data").write_bytes(b"x" * 100)
+def test_payload_file_is_resolved_in_a_payload_directory_the_settings_allow(tmp_path, monkeypatch):
+    payloads = tmp_path / "payloads"
+    payloads.mkdir()
+    (payloads / "payload-100b.data").write_bytes(b"x" * 100)
+    monkeypatch.setenv("BROKERBENCH_PAYLOAD_DIRS", str(payloads))
     w = load_workload(write(tmp_path / "w.yaml", workload_yaml(payloadFile="payload-100b.data")))
-    assert w.payload_path == str((tmp_path / "payload-100b.data").resolve())
+    assert w.payload_path == str((payloads / "payload-100b.data").resolve())
     assert w.to_omb_dict()["payloadFile"] == "payload-100b.data"
 
 
-def test_payload_file_of_wrong_size_is_an_error(tmp_path):
+def test_payload_file_next_to_the_workload_is_not_looked_at(tmp_path):
+    (tmp_path / "mine.data").write_bytes(b"x" * 100)
+    path = write(tmp_path / "w.yaml", workload_yaml(payloadFile="mine.data"))
+    with pytest.raises(SpecError) as err:
+        load_workload(path)
+    assert (err.value.file, err.value.field) == (str(path), "payloadFile")
+    assert "not found" in str(err.value) and "payload files come from" in str(err.value)
+
+
+def test_payload_file_of_wrong_size_is_an_error(tmp_path, monkeypatch):
     (tmp_path / "payload.data").write_bytes(b"x" * 99)
+    monkeypatch.setenv("BROKERBENCH_PAYLOAD_DIRS", str(tmp_path))
     path = write(tmp_path / "w.yaml", workload_yaml(payloadFile="payload.data"))
     with pytest.raises(SpecError) as err:
         load_workload(path)

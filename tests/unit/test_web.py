@@ -283,3 +283,139 @@ def test_s3_root_is_served_through_the_aws_connection(moto_server, roots, monkey
     r = client.get(run_path("report.html"), params={"root": "s3://bb-missing/x"})
     assert r.status_code == 404 and "does not exist" in r.json()["detail"]
     assert json.loads(client.get("/comparisons/", params={"root": root, "format": "json"}).text)["root"] == root
+
+
+# -- client input the app must never answer 500 ------------------------------------------
+
+LONG = "a" * 256
+
+
+@pytest.mark.parametrize("path, status, text", [
+    (run_path(LONG), 404, "a path segment of 256 characters"),
+    (run_path("summary", LONG + ".csv"), 404, "a path segment of 260 characters"),
+    (f"/runs/{'d' * 256}/{RUN[1]}/report.html", 404, "a run path segment of 256 characters"),
+    (f"/runs/{RUN[0]}/{'r' * 300}/", 404, "a run path segment of 300 characters"),
+    (f"/runs/{'d' * 300}/{RUN[1]}", 404, "a run path segment of 300 characters"),
+    ("/comparisons/" + LONG + "/comparison.html", 404, "a path segment of 256 characters"),
+    (run_path(*["a"] * 2000), 404, "a path of 2,002 segments"),
+    (run_path(*["a"] * 5000), 414, "URL of 10,"),
+    ("/comparisons/" + "/".join(["a"] * 5000), 414, "URL of 10,"),
+    (run_path("a" * 9000), 414, "longer than the 8,192 this server reads"),
+    (run_path("report.html") + "?root=" + "x" * 9000, 414, "longer than the 8,192"),
+], ids=["segment", "file name", "dag_id", "run_id", "dag_id without file", "comparison", "2000 segments",
+        "5000 segments", "5000 comparison segments", "9000-character segment", "9000-character root"])
+def test_over_long_names_and_urls_are_answered_404_or_414(roots, path, status, text):
+    from fastapi.testclient import TestClient
+
+    from brokerbench.web import create_app
+
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    r = client.get(path)
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    assert text in r.json()["detail"]
+
+
+def test_a_path_too_long_for_the_file_system_is_404_not_500(roots):
+    """Each segment is short enough, together they exceed PATH_MAX: the file system's ENAMETOOLONG is caught."""
+    from fastapi.testclient import TestClient
+
+    from brokerbench.web import create_app
+
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    r = client.get(run_path(*["b" * 250] * 20))
+    assert r.status_code == 404, r.text[:300]
+    assert "File name too long" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("error, status", [
+    (OSError(36, "File name too long"), 404), (OSError(13, "Permission denied"), 403),
+    (OSError(5, "Input/output error"), 503), (RuntimeError("Symlink loop from '/x'"), 404),
+])
+def test_file_system_errors_are_answered_without_a_500(roots, monkeypatch, error, status):
+    from fastapi.testclient import TestClient
+
+    from brokerbench import web
+
+    def fail(self, rel):
+        raise error
+
+    monkeypatch.setattr(web._LocalRoot, "open", fail)
+    client = TestClient(web.create_app(), raise_server_exceptions=False)
+    r = client.get(run_path("report.html"))
+    assert r.status_code == status and "\n" not in r.json()["detail"]
+
+
+def _get_from_s3_endpoint(monkeypatch, endpoint: str, paths: list[str], limit_s: float) -> list[float]:
+    """GET each path from an allowed s3:// root served through ``endpoint``; each must be a 503 with a one-line
+    reason within ``limit_s``. Returns the times taken."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from brokerbench import web
+
+    conn = {"conn_type": "aws", "login": "testing", "password": "testing",
+            "extra": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
+    monkeypatch.setenv("AIRFLOW_CONN_BROKERBENCH_AWS", json.dumps(conn))
+    monkeypatch.setenv("BROKERBENCH_SERVED_ROOTS", "s3://bb-down/results")
+    web._S3_CACHE.clear()
+    client = TestClient(web.create_app(), raise_server_exceptions=False)
+    times = []
+    try:
+        for path in paths:
+            started = time.monotonic()
+            r = client.get(path, params={"root": "s3://bb-down/results"})
+            elapsed = time.monotonic() - started
+            print(f"s3 endpoint {endpoint}: GET {path[:45]} answered {r.status_code} in {elapsed:.2f} s")
+            assert r.status_code == 503, r.text[:300]
+            detail = r.json()["detail"]
+            assert "results root s3://bb-down/results cannot be reached" in detail and "\n" not in detail, detail
+            assert elapsed < limit_s, f"answered after {elapsed:.1f} s"
+            times.append(elapsed)
+    finally:
+        web._S3_CACHE.clear()
+    return times
+
+
+def test_an_unreachable_s3_root_is_answered_503_within_seconds(roots, monkeypatch):
+    """An allowed s3:// root whose endpoint is a closed loopback port: 503 with a one-line reason, fast."""
+    _get_from_s3_endpoint(monkeypatch, "http://127.0.0.1:1",
+                          [run_path("report.html"), run_path(""), "/comparisons/latest.html"], limit_s=5)
+
+
+def test_an_s3_endpoint_that_never_answers_is_answered_503_within_seconds(roots, monkeypatch):
+    """An endpoint that accepts connections and never answers (a hung proxy): the serving client's read timeout
+    and single retry answer 503 within seconds (botocore's defaults would hold the page for minutes)."""
+    import socket
+    import threading
+
+    from aws_fixtures import free_port
+
+    port = free_port()
+    server = socket.create_server(("127.0.0.1", port))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # read nothing, answer nothing
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        times = _get_from_s3_endpoint(monkeypatch, f"http://127.0.0.1:{port}", [run_path("report.html")],
+                                      limit_s=10)
+        from brokerbench.storage import SERVING_CLIENT_CONFIG as cfg
+
+        waited = cfg["read_timeout"] * cfg["retries"]["total_max_attempts"]
+        assert times[0] >= waited - 0.5, "the read timeout was not waited for: not the case this test means"
+    finally:
+        stop.set()
+        thread.join(5)
+        for s in held:
+            s.close()
+        server.close()

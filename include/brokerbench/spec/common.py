@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .bounds import non_finite
 from .errors import MissingFileError, SpecError
 from .roots import spec_root
 
@@ -47,7 +48,11 @@ def list_names(kind: str) -> list[str]:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """The YAML mapping in ``path``; any problem is a SpecError naming the file."""
+    """The YAML mapping in ``path``; any problem is a SpecError naming the file.
+
+    A non-finite number anywhere in the file (``.nan``, ``.inf``) is refused here, naming its
+    field, so no kind of spec file (nor a broker setting the models do not know) carries one.
+    """
     if not path.is_file():
         raise MissingFileError("file not found", file=path)
     try:
@@ -64,6 +69,14 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"expected a mapping of keys at the top level, found {type(data).__name__}",
                         file=path)
+    found = [(field, f"must be a finite number, not nan or infinity (got {value!r})")
+             for field, value in non_finite(data)]
+    if found:
+        (field, message), rest = found[0], found[1:]
+        message += "".join(f"\n  and field '{f}': {m}" for f, m in rest)
+        err = SpecError(message, file=path, field=field)
+        err.errors = list(found)
+        raise err
     return data
 
 

@@ -12,7 +12,7 @@ YAML mapping and always exposes them parsed, as ``dict[str, str]``.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,6 +25,15 @@ from pydantic import (
     model_validator,
 )
 
+from .bounds import (
+    MAX_BATCH_DELAY_MS,
+    MAX_CLIENT_THREADS,
+    MAX_MESSAGE_SIZE,
+    MAX_QUEUED_MESSAGES,
+    MAX_REPLICAS,
+    Name,
+    at_most,
+)
 from .common import SUPPORTED_BROKERS, read_yaml, resolve
 from .errors import FieldValueError, from_validation_error
 
@@ -77,13 +86,18 @@ def format_properties(props: dict[str, str]) -> str:
 class _Section(BaseModel):
     """A nested OMB section: populate by name, keep keys brokerbench does not model."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="allow")
+    model_config = ConfigDict(populate_by_name=True, extra="allow", allow_inf_nan=False)
+
+
+Replicas = Annotated[int, at_most(MAX_REPLICAS)]
+ClientThreads = Annotated[int, at_most(MAX_CLIENT_THREADS)]
+QueuedMessages = Annotated[int, at_most(MAX_QUEUED_MESSAGES)]
 
 
 class PulsarPersistence(_Section):
-    ensemble_size: int = Field(default=3, alias="ensembleSize", ge=1)
-    write_quorum: int = Field(default=3, alias="writeQuorum", ge=1)
-    ack_quorum: int = Field(default=2, alias="ackQuorum", ge=1)
+    ensemble_size: Replicas = Field(default=3, alias="ensembleSize", ge=1)
+    write_quorum: Replicas = Field(default=3, alias="writeQuorum", ge=1)
+    ack_quorum: Replicas = Field(default=2, alias="ackQuorum", ge=1)
     deduplication_enabled: bool = Field(default=False, alias="deduplicationEnabled")
 
     @model_validator(mode="after")
@@ -100,8 +114,8 @@ class PulsarPersistence(_Section):
 class PulsarClient(_Section):
     service_url: str = Field(default="pulsar://localhost:6650", alias="serviceUrl")
     http_url: str = Field(default="http://localhost:8080", alias="httpUrl")
-    io_threads: int = Field(default=8, alias="ioThreads", ge=1)
-    connections_per_broker: int = Field(default=8, alias="connectionsPerBroker", ge=1)
+    io_threads: ClientThreads = Field(default=8, alias="ioThreads", ge=1)
+    connections_per_broker: ClientThreads = Field(default=8, alias="connectionsPerBroker", ge=1)
     persistence: PulsarPersistence = Field(default_factory=PulsarPersistence)
 
     @field_validator("service_url")
@@ -114,14 +128,16 @@ class PulsarClient(_Section):
 
 class PulsarProducer(_Section):
     batching_enabled: bool = Field(default=True, alias="batchingEnabled")
-    batching_max_publish_delay_ms: int = Field(default=1, alias="batchingMaxPublishDelayMs", ge=0)
-    batching_max_bytes: int = Field(default=131072, alias="batchingMaxBytes", ge=1)
+    batching_max_publish_delay_ms: Annotated[int, at_most(MAX_BATCH_DELAY_MS)] = Field(
+        default=1, alias="batchingMaxPublishDelayMs", ge=0)
+    batching_max_bytes: Annotated[int, at_most(MAX_MESSAGE_SIZE)] = Field(default=131072, alias="batchingMaxBytes",
+                                                                           ge=1)
     block_if_queue_full: bool = Field(default=True, alias="blockIfQueueFull")
-    pending_queue_size: int = Field(default=0, alias="pendingQueueSize", ge=0)
+    pending_queue_size: QueuedMessages = Field(default=0, alias="pendingQueueSize", ge=0)
 
 
 class PulsarConsumer(_Section):
-    receiver_queue_size: int = Field(default=10000, alias="receiverQueueSize", ge=0)
+    receiver_queue_size: QueuedMessages = Field(default=10000, alias="receiverQueueSize", ge=0)
     subscription_type: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = Field(
         default="Failover", alias="subscriptionType")
 
@@ -133,13 +149,13 @@ class DriverSpec(BaseModel):
     ``client is None``, a Pulsar driver ``topic_config == {}`` and so on.
     """
 
-    model_config = ConfigDict(populate_by_name=True, extra="allow")
+    model_config = ConfigDict(populate_by_name=True, extra="allow", allow_inf_nan=False)
 
-    name: str = Field(min_length=1)
+    name: Name
     driver_class: str = Field(alias="driverClass", min_length=1)
     broker: Broker | None = None
     # Kafka
-    replication_factor: int | None = Field(default=None, alias="replicationFactor", ge=1)
+    replication_factor: Replicas | None = Field(default=None, alias="replicationFactor", ge=1)
     topic_config: dict[str, str] = Field(default_factory=dict, alias="topicConfig")
     common_config: dict[str, str] = Field(default_factory=dict, alias="commonConfig")
     producer_config: dict[str, str] = Field(default_factory=dict, alias="producerConfig")

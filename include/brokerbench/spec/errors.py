@@ -94,6 +94,8 @@ def _describe(error: dict[str, Any]) -> str:
         "missing": "is required",
         "extra_forbidden": "unknown key",
         "too_short": "must have at least {min_length} item(s)",
+        "too_long": "must have at most {max_length} item(s)",
+        "finite_number": "must be a finite number, not nan or infinity",
     }
     if kind in messages:
         text = messages[kind].format(**{k: _number(v) for k, v in ctx.items()})

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from . import bounds
 from .common import SUPPORTED_BROKERS, list_names
 from .roots import default_results_root
 
@@ -53,14 +54,11 @@ def _results_root(_suite: Any) -> str:
 
 
 ROLES = ("broker", "metadata", "client")
-#: the most trials a run may have (``trials`` param and suite field)
-MAX_TRIALS = 20
-#: the longest measured phase or warm-up a param may ask for (min): a day; a nightly run is minutes
-MAX_DURATION_MINUTES = 24 * 60
-#: the highest rate a param may ask for (msg/s): ten times the published single-cluster records
-MAX_RATE_MSG_S = 10_000_000
-#: the longest reporting interval (s): an hour; a phase of fewer than a few intervals has no time series
-MAX_INTERVAL_SECONDS = 3600
+# the params that replace a spec file's field have that field's bound (spec/bounds.py, with the reasons)
+MAX_TRIALS = int(bounds.MAX_TRIALS.value)
+MAX_DURATION_MINUTES = bounds.MAX_DURATION_MINUTES.value
+MAX_RATE_MSG_S = int(bounds.MAX_PRODUCER_RATE.value)
+MAX_INTERVAL_SECONDS = int(bounds.MAX_INTERVAL_SECONDS.value)
 #: the most earlier runs a verdict may need before it judges: more than a year of nightly runs
 MAX_MIN_RUNS = 1000
 #: aws: the most instances per role, and the highest cost cap (USD) a run may state

@@ -10,14 +10,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from .bounds import MAX_INTERVAL_SECONDS, MAX_TRIALS, Description, Name, Tag, at_most
 from .common import SUPPORTED_BROKERS, read_yaml, resolve
 from .driver import DriverSpec, load_driver
 from .errors import MissingFileError, SpecError, display_path, from_validation_error
-from .params import MAX_TRIALS, trials_number
+from .params import trials_number
 from .variant import Variant, apply_variant, load_variant
 from .workload import Workload, load_workload, normalize_workload_keys
 
@@ -30,20 +31,20 @@ _CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?#LW-]+$")
 class Suite(BaseModel):
     """A suite file. Keys are camelCase in YAML (``intervalSeconds``), snake_case here."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", allow_inf_nan=False)
 
-    name: str = Field(min_length=1)
-    description: str = ""
+    name: Name
+    description: Description = ""
     schedule: str | None = None
-    tags: list[str] = Field(default_factory=list)
+    tags: list[Tag] = Field(default_factory=list)
     environment: Literal["local", "aws"] = "local"
     workloads: list[str] = Field(min_length=1)
     brokers: dict[str, str] = Field(min_length=1)
     variants: list[str] = Field(min_length=1)
     overrides: dict[str, Any] = Field(default_factory=dict)
-    interval_seconds: int = Field(default=10, alias="intervalSeconds", gt=0)
+    interval_seconds: Annotated[int, at_most(MAX_INTERVAL_SECONDS)] = Field(default=10, alias="intervalSeconds", gt=0)
     #: measured phases per workload in a run (param ``trials`` overrides); docs/analytics.md, "Trials"
-    trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
+    trials: Annotated[int, at_most(MAX_TRIALS)] = Field(default=1, ge=1)
     environment_settings: dict[str, Any] = Field(default_factory=dict, alias="environmentSettings")
 
     _source: Path | None = PrivateAttr(default=None)

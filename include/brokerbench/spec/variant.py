@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from .bounds import Description, Name
 from .common import SUPPORTED_BROKERS, deep_merge, path_safe, read_yaml, resolve
 from .driver import BROKER_KEYS, KAFKA_KEYS, DriverSpec, parse_properties, validate_driver
 from .errors import FieldValueError, SpecError, from_validation_error
@@ -24,7 +25,7 @@ from .errors import FieldValueError, SpecError, from_validation_error
 class BrokerVariant(BaseModel):
     """One broker's part of a variant. YAML keys: ``driver`` and ``broker``."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", allow_inf_nan=False)
 
     driver_overrides: dict[str, Any] = Field(default_factory=dict, alias="driver")
     broker_settings: dict[str, Any] = Field(default_factory=dict, alias="broker")
@@ -33,11 +34,11 @@ class BrokerVariant(BaseModel):
 class Variant(BaseModel):
     """A named durability setting, e.g. ``fsync-on``; see the module docstring."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", allow_inf_nan=False)
 
-    name: str = Field(min_length=1)
-    description: str = ""
-    durability_level: str | None = Field(default=None, alias="durabilityLevel")
+    name: Name
+    description: Description = ""
+    durability_level: Description | None = Field(default=None, alias="durabilityLevel")
     kafka: BrokerVariant | None = None
     pulsar: BrokerVariant | None = None
     rabbitmq: BrokerVariant | None = None

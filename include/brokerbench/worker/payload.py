@@ -35,7 +35,10 @@ def payload_pool(workload: dict[str, Any]) -> list[bytes]:
     tail = size - STAMP_SIZE
     if workload.get("payloadFile"):
         with open(workload["payloadFile"], "rb") as f:
-            data = f.read()
+            on_disk = os.fstat(f.fileno()).st_size  # before reading: a file of another size is never read
+            if on_disk != size:
+                raise ValueError(f"payloadFile {workload['payloadFile']} has {on_disk} bytes, messageSize is {size}")
+            data = f.read(size + 1)
         if len(data) != size:
             raise ValueError(f"payloadFile {workload['payloadFile']} has {len(data)} bytes, messageSize is {size}")
         return [data[STAMP_SIZE:]]
