@@ -7,7 +7,9 @@ holding the results (``s3://brokerbench-deploy/results``) and a Spark standalone
 cluster as the ``brokerbench_spark`` connection. Then, with real measurements on
 a loopback RabbitMQ:
 
-- a manual run of the smoke DAG with params: succeeds; its tasks ran on both
+- a manual run of the smoke DAG with params, whose measure task's process is killed (SIGKILL) on its Celery
+  worker mid-phase: that try fails, the retry stops the leftover load generator before it measures, and the
+  run succeeds; its tasks ran on both
   workers; summary, OMB JSON, history and report are in S3; its Spark
   applications ran on the cluster; its Report link is drawn in Airflow's UI
   (headless Chromium) and serves the report from S3;
@@ -82,7 +84,23 @@ def test_a_celery_deployment_measures_one_run_at_a_time_and_keeps_everything_in_
 
     # 1. a manual run with params
     m1 = d.ok("POST", f"/dags/{SMOKE}/dagRuns",
-              json={"logical_date": None, "conf": {**RABBIT, "test_duration_minutes": 0.25}})["dag_run_id"]
+              json={"logical_date": None, "conf": {**RABBIT, "test_duration_minutes": 0.5}})["dag_run_id"]
+
+    # 1b. a crash on a Celery worker: the process running m1's measured phase gets SIGKILL 5 s into the phase
+    #     (its load generator goes on sending). Airflow fails that try and retries it; the retry must stop the
+    #     leftover load before it measures, and the runs after it must measure cleanly
+    leftover = d.wait_for("m1's measured phase to send", lambda: next(
+        (p for p in d.processes() if _is_worker_of(p, SMOKE, _safe(m1))
+         and "measure" in " ".join(p.cmdline())), None), 900, poll_s=0.5)
+    time.sleep(5)
+    task_process = leftover.parent()
+    assert task_process is not None and task_process.pid != os.getpid()
+    task_process.kill()
+    killed_at = dt.datetime.now(dt.timezone.utc)
+    print(f"killed the process of {m1}'s measure task (pid {task_process.pid}); its worker {leftover.pid} sends on")
+    leftover_gone = d.wait_for("the killed try's worker to be gone", lambda: (
+        None if leftover.is_running() and leftover.status() != psutil.STATUS_ZOMBIE
+        else dt.datetime.now(dt.timezone.utc)), 300, poll_s=0.5)
 
     # 2. a bad conf is refused before any run exists, naming the param
     bad = d.api("POST", f"/dags/{SMOKE}/dagRuns", json={"logical_date": None, "conf": {"brokers": ["activemq"]}})
@@ -134,6 +152,17 @@ def test_a_celery_deployment_measures_one_run_at_a_time_and_keeps_everything_in_
     for (s1, e1, r1, t1), (s2, e2, r2, t2) in zip(spans, spans[1:]):
         if r1 != r2:
             assert e1 is not None and e1 <= s2, f"{r1} {t1} ({s1}..{e1}) overlaps {r2} {t2} (from {s2})"
+
+    # -- the killed try: failed by Airflow, retried, and the retry measured without the leftover load -----------
+    measure_task = "benchmark.rabbitmq__fsync_off.measure"
+    tries = d.ok("GET", f"/dags/{SMOKE}/dagRuns/{_q(m1)}/taskInstances/{measure_task}/tries")["task_instances"]
+    states = {t["try_number"]: t["state"] for t in tries}
+    print(f"{m1} {measure_task} tries: {states}; killed at {killed_at:%H:%M:%S}, its worker gone at "
+          f"{leftover_gone:%H:%M:%S}")
+    assert states.get(1) == "failed" and states.get(2) == "success", states
+    retry_start = _t(next(t["start_date"] for t in tries if t["try_number"] == 2))
+    assert retry_start is not None and leftover_gone <= retry_start + dt.timedelta(seconds=10), (
+        leftover_gone, retry_start)
 
     # -- final states ------------------------------------------------------------------------------------
     assert final[(SMOKE, m1)] == "success"
@@ -187,10 +216,14 @@ def test_a_celery_deployment_measures_one_run_at_a_time_and_keeps_everything_in_
     assert names.count("brokerbench-aggregate") >= 2 and names.count("brokerbench-history") >= 2, names
 
     # -- the comparison DAG ran from the history asset events and read the S3 history ----------------------
+    # the history appends that emitted an asset event (a failed run's history task ends upstream_failed, with
+    # an end date but no event)
+    appended = [_t(ti["end_date"]) for dag, ids in runs.items() for r in ids for ti in d.task_instances(dag, r)
+                if ti["task_id"] == "analysis.history" and ti["state"] == "success"]
+    assert appended
     compares = d.wait_for("a comparison run after the last history append", lambda: [
-        r for r in d.runs(COMPARE) if r["state"] == "success"
-        and _t(r["end_date"]) > max(e for t in timeline.values() for k, (_, e, _) in t.items()
-                                    if k == "analysis.history" and e)] or None, 300, poll_s=5)
+        r for r in d.runs(COMPARE) if r["state"] == "success" and _t(r["end_date"]) > max(appended)] or None,
+        300, poll_s=5)
     assert compares
     latest = d.s3.text("results/comparisons/latest.html")
     # every row of the two measured runs was read from S3: compared (status ok) or left out as invalid (runs
