@@ -42,7 +42,8 @@ def test_a_cluster_master_gets_no_local_python_and_the_connections_spark_conf(mo
     assert "PYSPARK_PYTHON" not in op.env_vars  # the executors use the cluster's Python
     assert "SPARK_LOCAL_IP" not in op.env_vars  # nothing forces loopback
     assert op.env_vars["PYSPARK_DRIVER_PYTHON"] == sys.executable  # the driver runs here
-    assert op.conf == {"spark.driver.host": "10.0.0.9", "spark.pyspark.python": "/usr/bin/python3"}
+    assert op.conf == {"spark.driver.host": "10.0.0.9", "spark.pyspark.python": "/usr/bin/python3",
+                       "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}  # a one-run job: C1 only
     assert not any(k.startswith("AWS_") for k in op.env_vars)  # a local results root needs no credentials
 
 
@@ -59,3 +60,12 @@ def test_local_master_uses_this_python_and_an_s3_root_passes_the_store_credentia
                                         "AWS_ENDPOINT_URL")} == {
         "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_DEFAULT_REGION": "eu-west-1",
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}
+
+
+def test_the_connection_may_set_the_drivers_jvm_options(monkeypatch):
+    import json
+
+    conn = json.dumps({"conn_type": "spark", "host": "local[*]",
+                       "extra": {"conf": {"spark.driver.extraJavaOptions": "-Xmx2g"}}})
+    op = _submitted(monkeypatch, conn, None)
+    assert op.conf["spark.driver.extraJavaOptions"] == "-Xmx2g"

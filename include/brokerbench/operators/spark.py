@@ -17,6 +17,14 @@ from brokerbench.operators.base import log, run_context, run_type_and_ts
 from brokerbench.pipeline.analysis import has_measurements, history_uri, publish_history, record_run_meta
 from brokerbench.pipeline.context import PROJECT_ROOT
 
+#: JVM options of the driver of the operators' jobs (unless the connection or the task sets
+#: ``spark.driver.extraJavaOptions``). Each job aggregates or appends one run: seconds of work on a cold JVM,
+#: most of it query planning and code generation run once. The client compiler alone (C1) compiles that code
+#: sooner than the default tiered C2; the aggregation of one smoke run took 24.2 s and 25.3 s of wall time
+#: with it against 29.1 s and 28.0 s without, alternating in one loop on the 2-core machine
+#: (docs/aggregation-and-report.md, "Time to answer"). Long jobs over many runs (bench/) are submitted without it.
+SHORT_JOB_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 #: The Spark connection brokerbench uses. Defined by the project (Makefile,
 #: Dockerfile); its absence is an error, never a silent fallback to yarn.
 SPARK_CONN_ID = "brokerbench_spark"
@@ -65,7 +73,8 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
         """spark-submit with the connection's master, nothing forced: the driver runs here (client mode) with
         this Python; executors use the cluster's Python (``PYSPARK_PYTHON`` is set to this one only for
         ``local[...]`` masters). Extra Spark conf comes from the connection's ``extra.conf`` (e.g.
-        ``spark.driver.host`` where executors must reach this worker, ``spark.pyspark.python``). For an
+        ``spark.driver.host`` where executors must reach this worker, ``spark.pyspark.python``); the driver's JVM
+        options default to SHORT_JOB_DRIVER_JAVA_OPTIONS. For an
         s3:// results root the driver gets the results store's credentials and endpoint as ``AWS_*``
         environment variables; the job hands them to its executors, which read the run from S3."""
         conn = BaseHook.get_connection(self._conn_id)
@@ -75,7 +84,8 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
             env["PYSPARK_PYTHON"] = sys.executable
         if results_root and results_root.startswith("s3://"):
             env.update(s3_environment())
-        self.conf = {**(extra.get("conf") or {}), **(self.conf or {})}
+        self.conf = {"spark.driver.extraJavaOptions": SHORT_JOB_DRIVER_JAVA_OPTIONS,
+                     **(extra.get("conf") or {}), **(self.conf or {})}
         self.application_args = args
         self.env_vars = {**env, **(self.env_vars or {})}
         self.py_files = self.py_files or spark_py_files()
