@@ -81,6 +81,7 @@ def _job(ctx: RunContext, item, endpoint: BrokerEndpoint, phase: str, duration_s
         "consumers_per_subscription": w.consumer_per_subscription,
         "consumers_in_subscription": w.consumer_per_subscription,
         "kind": _kind(workload),
+        "client_library": item.client_library,
         "sweep_rates_msg_s": w.sweep_rates_msg_s,
         "clock_offset_ms": _clock_offset_ms(ctx),
     }).to_dict()

@@ -43,7 +43,10 @@ def validate(ctx: RunContext) -> dict[str, Any]:
     combos = sorted({(i.broker, i.variant) for i in plan.items})
     log.info("plan: %d measurements (%s) on %s, results in %s", len(plan.items),
              ", ".join(f"{b}/{v}" for b, v in combos), plan.environment, ctx.run_dir)
-    return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment}
+    clients = {i.broker: i.client_library for i in plan.items}
+    log.info("client libraries: %s", ", ".join(f"{b} {lib}" for b, lib in clients.items()))
+    return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment,
+            "client_libraries": clients}
 
 
 def _check_local_brokers(plan, params: dict[str, Any]) -> dict[str, Any]:
