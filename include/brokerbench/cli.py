@@ -1,7 +1,9 @@
 """brokerbench: command line for people (``make bench`` calls ``bench``).
 
     brokerbench list                      suites, workloads, drivers, variants
-    brokerbench validate [SUITE ...]      validate suite files and all they reference
+    brokerbench validate [SUITE ...]      validate suite files and all they reference; warn where a
+                                          worker process is asked for more than its client library's
+                                          measured ceiling (docs/benchmarks-harness.md)
     brokerbench bench --suite smoke [--brokers kafka,rabbitmq] [--variants fsync-on] [--duration MIN]
                       [--rate MSG_S] [--trials N] [--workload PATH] [--driver PATH] [--conf JSON]
                                           run the suite's DAG once (airflow dags test)
@@ -42,6 +44,7 @@ from typing import Any, Callable
 
 from brokerbench import local_airflow, run_guard, spec
 from brokerbench.outcome import EXIT_CODES, Outcome, RunOutcome, read_outcome, write_outcome
+from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
 from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
@@ -91,6 +94,9 @@ def _cmd_validate(args) -> int:
         except SpecError as e:
             bad += 1
             print(f"error  {e}")
+            continue
+        for line in client_rate_warnings(plan, processes_for(plan)):  # said, not refused
+            print(f"warn   {name}: {line}")
     return 1 if bad else 0
 
 

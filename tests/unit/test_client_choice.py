@@ -1,19 +1,22 @@
 """The client library per broker: chosen by the driver file, the suite and the param (param > suite > driver >
-default), refused by name when unknown, carried by the plan into every worker job."""
+default), refused by name when unknown, carried by the plan into every worker job, and a rate one worker process
+was never measured to hold is warned about (spec/clients.py's ceilings table)."""
 
 from __future__ import annotations
 
+import logging
 import textwrap
 
 import pytest
 
-from brokerbench.pipeline import benchmark
+from brokerbench.pipeline import benchmark, setup
 from brokerbench.pipeline.context import RunContext
 from brokerbench.spec import SpecError, Suite, build_plan, load_driver, load_suite
-from brokerbench.spec.clients import CLIENT_LIBRARIES, choose_client_library
+from brokerbench.spec.clients import CLIENT_CEILINGS, CLIENT_LIBRARIES, ceiling_warning, choose_client_library
 from brokerbench.spec.run_conf import check_conf
 
 SMOKE_WORKLOAD = "smoke-1-topic-1-partition-100b"
+SEED_WORKLOAD = "latency-1-topic-1-partition-100b"  # 50,000 msg/s, 1 producer, 1 consumer
 
 
 def suite(kafka_driver: str = "kafka-latency", **fields) -> Suite:
@@ -125,4 +128,73 @@ def test_the_spec_and_the_worker_know_the_same_libraries():
     assert [(b, lib) for b, libs in CLIENT_LIBRARIES.items() for lib in libs] == list(DRIVERS)
     for broker, library in DRIVERS:
         assert driver_class(broker, library).client_library == library  # what the result rows record
+        assert (broker, library) in CLIENT_CEILINGS
     assert driver_class("kafka").client_library == CLIENT_LIBRARIES["kafka"][0]  # the same default
+
+
+# -- the warning: a rate per worker process above the chosen library's measured ceiling ------------------------
+
+def test_a_rate_above_the_ceiling_of_the_chosen_library_is_warned_about():
+    seed = suite(workloads=[SEED_WORKLOAD])
+    (line,) = benchmark.client_rate_warnings(build_plan(seed), processes=1)
+    assert line == (
+        f"workload '{SEED_WORKLOAD}' on kafka (driver 'kafka-latency'): 50,000 msg/s per worker process is above "
+        "kafka-python's measured ceiling of 16,858 msg/s (the rate it was measured to reach with a consumer in the "
+        "same process; docs/benchmarks-harness.md, section 2): the client may fall behind the rate and measure "
+        "itself rather than the broker; choose confluent-kafka (param client_libraries {\"kafka\": "
+        "\"confluent-kafka\"}) or split the rate over more worker processes (environment setting worker_processes)")
+    # the library that held 50,000 msg/s: no warning; above it, its own ceiling is named
+    fast = {"client_libraries": {"kafka": "confluent-kafka"}}
+    assert benchmark.client_rate_warnings(build_plan(seed, fast), processes=1) == []
+    (line,) = benchmark.client_rate_warnings(build_plan(seed, {**fast, "rate_override_msg_s": 60_000}), 1)
+    assert "confluent-kafka's measured ceiling of 50,000 msg/s (the highest rate it was measured to hold" in line
+    # split over 4 processes, 12,500 msg/s each: under kafka-python's ceiling
+    assert benchmark.client_rate_warnings(build_plan(seed), processes=4) == []
+    # 0 = find the maximum rate: nothing to hold
+    assert benchmark.client_rate_warnings(build_plan(seed, {"rate_override_msg_s": 0}), processes=1) == []
+
+
+def test_a_producer_only_process_is_held_to_the_producer_only_ceiling():
+    assert ceiling_warning("kafka", "kafka-python", 20_000, with_consumer=False, what="w") is None
+    line = ceiling_warning("kafka", "kafka-python", 30_000, with_consumer=False, what="w")
+    assert line is not None and "ceiling of 28,080 msg/s (the rate it was measured to reach producing only; " \
+        "docs/benchmarks-harness.md, section 1)" in line
+    line = ceiling_warning("rabbitmq", "pika", 20_000, with_consumer=True, what="w")
+    assert line is not None and "choose" not in line  # no faster RabbitMQ library to suggest
+    assert ceiling_warning("kafka", "confluent-kafka", 500_000, with_consumer=False, what="w") is None
+
+
+def test_the_ceilings_are_figures_the_harness_document_prints():
+    from brokerbench.spec.roots import spec_root
+
+    doc = (spec_root().parent / "docs" / "benchmarks-harness.md").read_text()
+    measured, _, used = doc.partition("## 4. Where these figures are used")
+    assert "include/brokerbench/spec/clients.py" in used  # where the table lives
+    for (broker, library), c in CLIENT_CEILINGS.items():  # each printed by the measurements (sections 1 and 2)
+        assert f"{c.producer_only_msg_s:,}" in measured, (library, c.producer_only_msg_s)
+        assert f"{c.with_consumer_msg_s:,}" in measured, (library, c.with_consumer_msg_s)
+
+
+def test_validate_logs_the_warning_and_runs_anyway(tmp_path, caplog):
+    ctx = RunContext("brokerbench_smoke", "manual__1", "smoke",
+                     {"brokers": ["rabbitmq"], "variants": ["fsync-off"], "rate_override_msg_s": 50_000,
+                      "results_root": str(tmp_path)})
+    with caplog.at_level(logging.INFO, logger="brokerbench"):
+        out = setup.validate(ctx)
+    assert out["client_libraries"] == {"rabbitmq": "pika"}
+    (line,) = out["warnings"]
+    assert "50,000 msg/s per worker process is above pika's measured ceiling of 18,867 msg/s" in line
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [line]
+    assert ctx.plan_path.exists()  # a warning, not a refusal
+
+
+def test_the_validate_command_prints_warnings_and_still_succeeds(capsys):
+    from brokerbench import cli
+
+    assert cli.main(["validate", "aws-seed-latency", "smoke"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ok     aws-seed-latency: 6 measurements"
+    warned = [line for line in out if line.startswith("warn   aws-seed-latency: ")]
+    # 50,000 msg/s in one process: every broker's default library fell behind in the measurement
+    assert [w.split(" on ")[1].split(" ")[0] for w in warned] == ["kafka", "pulsar", "rabbitmq"]
+    assert "ok     smoke: 6 measurements" in out and not any(line.startswith("warn   smoke") for line in out)
