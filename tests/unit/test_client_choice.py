@@ -4,6 +4,8 @@ was never measured to hold is warned about (spec/clients.py's ceilings table).""
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
 import textwrap
 
@@ -198,3 +200,17 @@ def test_the_validate_command_prints_warnings_and_still_succeeds(capsys):
     # 50,000 msg/s in one process: every broker's default library fell behind in the measurement
     assert [w.split(" on ")[1].split(" ")[0] for w in warned] == ["kafka", "pulsar", "rabbitmq"]
     assert "ok     smoke: 6 measurements" in out and not any(line.startswith("warn   smoke") for line in out)
+
+
+def test_the_client_flag_sets_the_param():
+    from brokerbench.cli import ConfError, conf_with_flags
+
+    args = argparse.Namespace(client=["kafka=confluent-kafka"])
+    assert conf_with_flags({}, args) == {"client_libraries": {"kafka": "confluent-kafka"}}
+    both = conf_with_flags({"client_libraries": {"pulsar": "pulsar-client"}}, args)
+    assert both == {"client_libraries": {"pulsar": "pulsar-client", "kafka": "confluent-kafka"}}
+    with pytest.raises(ConfError, match="disagree"):
+        conf_with_flags({"client_libraries": {"kafka": "kafka-python"}}, args)
+    with pytest.raises(ConfError, match="BROKER=LIBRARY"):
+        conf_with_flags({}, argparse.Namespace(client=["confluent-kafka"]))
+    json.dumps(conf_with_flags({}, args))  # what `airflow dags test -c` gets
