@@ -214,3 +214,34 @@ def test_the_client_flag_sets_the_param():
     with pytest.raises(ConfError, match="BROKER=LIBRARY"):
         conf_with_flags({}, argparse.Namespace(client=["confluent-kafka"]))
     json.dumps(conf_with_flags({}, args))  # what `airflow dags test -c` gets
+
+
+# -- every shipped Kafka driver runs with either library ---------------------------------------------------
+
+@pytest.mark.parametrize("name", ["kafka-latency", "kafka-throughput", "kafka-replicated"])
+def test_librdkafka_takes_the_settings_of_every_shipped_kafka_driver(name, caplog):
+    """OMB's Kafka driver files are written for the Java client: the confluent-kafka driver renames what librdkafka
+    spells differently and builds its clients from them (no broker needed: nothing is sent)."""
+    from types import SimpleNamespace
+
+    from brokerbench.worker.drivers.confluent import ConfluentKafkaDriver
+
+    recorder = SimpleNamespace(s=SimpleNamespace(publish_s=[]), error=lambda e: None)
+    driver = ConfluentKafkaDriver({"bootstrap_servers": "127.0.0.1:1"}, load_driver(name).to_omb_dict(), recorder)
+    with caplog.at_level(logging.WARNING, logger="brokerbench.worker"):
+        driver.create_producer("t", 1).close()
+        driver.create_consumer("t", "s", 1, lambda payload: None).close()
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]  # every setting applied
+
+
+def test_java_names_are_renamed_and_unknown_settings_dropped_for_librdkafka(caplog):
+    from confluent_kafka import Producer
+
+    from brokerbench.worker.drivers.confluent import _clean, _construct
+
+    # kafka-latency's fetch.max.wait.ms=10 (Java) is librdkafka's fetch.wait.max.ms
+    assert _clean({"fetch.max.wait.ms": "10", "acks": "all"}) == {"fetch.wait.max.ms": "10", "acks": "all"}
+    with caplog.at_level(logging.WARNING, logger="brokerbench.worker"):
+        _construct(Producer, {"bootstrap.servers": "127.0.0.1:1", "no.such.setting": "1", "linger.ms": "1"}).flush(0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "confluent-kafka: no.such.setting is not a librdkafka setting; not applied"]
