@@ -94,14 +94,18 @@ def test_the_param_refuses_an_unknown_library_naming_the_field_and_the_allowed_o
 # -- precedence: param > suite > driver file > default -------------------------------------------------------
 
 def test_precedence_is_param_then_suite_then_driver_file_then_default(tmp_path):
+    assert load_driver("kafka-latency").client_library is None
+    assert load_driver("kafka-throughput").client_library == "confluent-kafka"
     assert kafka_library(build_plan(suite("kafka-latency"))) == "kafka-python"  # the default
-    files = {"driver_files": [driver_file(tmp_path, "confluent-kafka")]}
-    assert kafka_library(build_plan(suite(), files)) == "confluent-kafka"  # the driver file
-    over_driver = suite(clientLibraries={"kafka": "kafka-python"})
-    assert kafka_library(build_plan(over_driver, files)) == "kafka-python"  # the suite over the driver
+    assert kafka_library(build_plan(suite("kafka-throughput"))) == "confluent-kafka"  # the driver file
+    over_driver = suite("kafka-throughput", clientLibraries={"kafka": "kafka-python"})
+    assert kafka_library(build_plan(over_driver)) == "kafka-python"  # the suite over the driver
     param = {"client_libraries": {"kafka": "confluent-kafka"}}
     assert kafka_library(build_plan(over_driver, param)) == "confluent-kafka"  # the param over the suite
-    assert kafka_library(build_plan(suite(clientLibraries={"kafka": "confluent-kafka"}))) == "confluent-kafka"
+    # a driver file given by param is the driver level too
+    files = {"driver_files": [driver_file(tmp_path, "confluent-kafka")]}
+    assert kafka_library(build_plan(suite(), files)) == "confluent-kafka"
+    assert kafka_library(build_plan(suite(clientLibraries={"kafka": "kafka-python"}), files)) == "kafka-python"
     assert choose_client_library("kafka", None, {"kafka": "kafka-python"}, "confluent-kafka") == "kafka-python"
     assert choose_client_library("pulsar", {"kafka": "confluent-kafka"}, None, None) == "pulsar-client"
 
@@ -132,6 +136,13 @@ def test_the_spec_and_the_worker_know_the_same_libraries():
         assert driver_class(broker, library).client_library == library  # what the result rows record
         assert (broker, library) in CLIENT_CEILINGS
     assert driver_class("kafka").client_library == CLIENT_LIBRARIES["kafka"][0]  # the same default
+
+
+def test_shipped_latency_and_throughput_specs_use_the_library_that_holds_their_rate():
+    assert kafka_library(build_plan(load_suite("nightly-latency"))) == "confluent-kafka"
+    assert kafka_library(build_plan(load_suite("aws-seed-latency"))) == "confluent-kafka"
+    assert load_driver("kafka-throughput").client_library == "confluent-kafka"
+    assert kafka_library(build_plan(load_suite("smoke"))) == "kafka-python"  # 1,000 msg/s: the default holds it
 
 
 # -- the warning: a rate per worker process above the chosen library's measured ceiling ------------------------
@@ -197,8 +208,8 @@ def test_the_validate_command_prints_warnings_and_still_succeeds(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "ok     aws-seed-latency: 6 measurements"
     warned = [line for line in out if line.startswith("warn   aws-seed-latency: ")]
-    # 50,000 msg/s in one process: every broker's default library fell behind in the measurement
-    assert [w.split(" on ")[1].split(" ")[0] for w in warned] == ["kafka", "pulsar", "rabbitmq"]
+    # Kafka runs confluent-kafka there (the suite's clientLibraries); Pulsar's and RabbitMQ's libraries fell behind
+    assert [w.split(" on ")[1].split(" ")[0] for w in warned] == ["pulsar", "rabbitmq"]
     assert "ok     smoke: 6 measurements" in out and not any(line.startswith("warn   smoke") for line in out)
 
 
