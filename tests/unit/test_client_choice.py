@@ -128,6 +128,7 @@ def test_the_choice_travels_in_the_plan_into_every_worker_job(tmp_path):
         assert all(j["client_library"] == item.client_library for j in benchmark.split_job(job, 3))
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python's own, on import
 def test_the_spec_and_the_worker_know_the_same_libraries():
     from brokerbench.worker.drivers import DRIVERS, driver_class
 
