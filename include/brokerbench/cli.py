@@ -1,9 +1,12 @@
 """brokerbench: command line for people (``make bench`` calls ``bench``).
 
     brokerbench list                      suites, workloads, drivers, variants
-    brokerbench validate [SUITE ...]      validate suite files and all they reference
+    brokerbench validate [SUITE ...]      validate suite files and all they reference; warn where a
+                                          worker process is asked for more than its client library's
+                                          measured ceiling (docs/benchmarks-harness.md)
     brokerbench bench --suite smoke [--brokers kafka,rabbitmq] [--variants fsync-on] [--duration MIN]
-                      [--rate MSG_S] [--trials N] [--workload PATH] [--driver PATH] [--conf JSON]
+                      [--rate MSG_S] [--trials N] [--client BROKER=LIBRARY] [--workload PATH] [--driver PATH]
+                      [--conf JSON]
                                           run the suite's DAG once (airflow dags test)
                                           and print the summary and this run's report
                                           (an s3:// results root: its URI and the local
@@ -42,6 +45,7 @@ from typing import Any, Callable
 
 from brokerbench import local_airflow, run_guard, spec
 from brokerbench.outcome import EXIT_CODES, Outcome, RunOutcome, read_outcome, write_outcome
+from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
 from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
@@ -91,6 +95,9 @@ def _cmd_validate(args) -> int:
         except SpecError as e:
             bad += 1
             print(f"error  {e}")
+            continue
+        for line in client_rate_warnings(plan, processes_for(plan)):  # said, not refused
+            print(f"warn   {name}: {line}")
     return 1 if bad else 0
 
 
@@ -272,6 +279,19 @@ def conf_with_flags(conf: dict[str, Any], args: argparse.Namespace) -> dict[str,
         if param in conf and conf[param] != value:
             raise ConfError(f"--{flag} {value!r} and --conf's {param!r} {conf[param]!r} disagree: give one")
         conf[param] = value
+    clients = getattr(args, "client", None) or []
+    if clients:
+        given = conf.get("client_libraries")
+        chosen = dict(given) if isinstance(given, dict) else {}
+        for text in clients:
+            broker, sep, library = (part.strip() for part in text.partition("="))
+            if not sep or not broker or not library:
+                raise ConfError(f"--client takes BROKER=LIBRARY, e.g. --client kafka=confluent-kafka (got {text!r})")
+            if chosen.get(broker, library) != library:
+                raise ConfError(f"--client {text!r} and {chosen[broker]!r} for {broker} (--client or --conf's "
+                                f"'client_libraries') disagree: give one")
+            chosen[broker] = library
+        conf["client_libraries"] = chosen  # checked with the other params (names the allowed libraries)
     return conf
 
 
@@ -517,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     p_bench.add_argument("--duration", type=float, metavar="MINUTES", help="param test_duration_minutes")
     p_bench.add_argument("--rate", type=int, metavar="MSG_S", help="param rate_override_msg_s (msg/s)")
     p_bench.add_argument("--trials", type=int, help="param trials")
+    p_bench.add_argument("--client", action="append", metavar="BROKER=LIBRARY",
+                         help="param client_libraries: e.g. kafka=confluent-kafka (repeatable)")
     p_bench.add_argument("--workload", action="append", metavar="PATH",
                          help="an OMB workload YAML file to run instead of the suite's workloads (repeatable)")
     p_bench.add_argument("--driver", action="append", metavar="PATH",

@@ -374,13 +374,14 @@ def verdicts_for_run(
 
 
 def earlier_rows(row: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:
-    """(the earlier ok rows of the row's track and driver, oldest first; how many earlier runs were not ok)."""
+    """(the earlier ok rows of the row's track, driver and client library, oldest first; how many earlier runs
+    were not ok). Another client library measures another client: never this row's baseline."""
     key = track_of(row)
     this_run = row.get("run_key")
     this_ts = str(row.get("run_ts") or "")
     earlier = [h for h in history
                if track_of(h) == key and h.get("run_key") != this_run and str(h.get("run_ts") or "") < this_ts
-               and h.get("driver") == row.get("driver")]
+               and h.get("driver") == row.get("driver") and h.get("client_library") == row.get("client_library")]
     base_rows = sorted((h for h in earlier if is_valid(h)), key=_order_key)
     excluded = len({h.get("run_key") for h in earlier if not is_valid(h)})
     return base_rows, excluded

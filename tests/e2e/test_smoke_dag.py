@@ -51,7 +51,9 @@ def processes_under(path: Path) -> list[str]:
 def smoke(tmp_path_factory):
     base = tmp_path_factory.mktemp("smoke")
     results, home, log = base / "results", base / "home", base / "dags-test.log"
-    conf = {"results_root": str(results), "test_duration_minutes": 0.25, "warmup_duration_minutes": 0.05}
+    # Kafka through confluent-kafka, chosen by param over the smoke suite's default (kafka-python)
+    conf = {"results_root": str(results), "test_duration_minutes": 0.25, "warmup_duration_minutes": 0.05,
+            "client_libraries": {"kafka": "confluent-kafka"}}
     started = time.monotonic()
     proc = dags_test("brokerbench_smoke", conf, home, log)
     rc = proc.wait(timeout=900)
@@ -115,6 +117,32 @@ def test_smoke_report_says_what_ran_and_that_every_variant_was_honoured(smoke):
     assert "applied" in host["tuned"]
     omb = list((run_dir / "summary" / "omb").glob("*.json"))
     assert len(omb) == 6
+
+
+def test_smoke_runs_kafka_through_the_client_library_the_param_chose(smoke):
+    from importlib.metadata import version
+
+    run_dir = smoke["run_dir"]
+    expected = {"kafka": ("confluent-kafka", version("confluent-kafka")), "pulsar": ("pulsar-client", None),
+                "rabbitmq": ("pika", None)}
+    for r in read_summary(run_dir):  # what the workers ran, as every result row records it
+        library, library_version = expected[r["broker"]]
+        assert r["client_library"] == library, (r["broker"], r["variant"], r["client_library"])
+        assert r["client_library_version"], (r["broker"], r["variant"])
+        if library_version:
+            assert r["client_library_version"] == library_version, (r["broker"], r["client_library_version"])
+    for variant in ("fsync-off", "fsync-on"):
+        measured = list((run_dir / "raw" / "smoke-1-topic-1-partition-100b" / "kafka-latency" / variant / "measure")
+                        .glob("*.jsonl"))
+        assert measured, variant
+        for path in measured:
+            meta = json.loads(path.read_text().splitlines()[0])
+            assert (meta["record"], meta["client_library"]) == ("meta", "confluent-kafka"), path
+        provenance = json.loads((run_dir / "provenance" / f"kafka__{variant}.json").read_text())
+        assert provenance["drivers"]["kafka-latency"]["clientLibrary"] == "confluent-kafka"
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["params"]["client_libraries"] == {"kafka": "confluent-kafka"}
+    assert "client libraries: kafka confluent-kafka, pulsar pulsar-client, rabbitmq pika" in smoke["log"].read_text()
 
 
 def test_smoke_leaves_no_process_behind(smoke):

@@ -13,7 +13,8 @@ def test_validate_writes_the_plan_and_the_brokers_record(tmp_path):
                      {"brokers": ["rabbitmq"], "variants": ["fsync-on", "fsync-off"],
                       "results_root": str(tmp_path)})
     out = setup.validate(ctx)
-    assert out == {"items": len(ctx.plan().items), "run_dir": str(ctx.run_dir), "environment": "local"}
+    assert out == {"items": len(ctx.plan().items), "run_dir": str(ctx.run_dir), "environment": "local",
+                   "client_libraries": {"rabbitmq": "pika"}, "warnings": []}
     assert {(i.broker, i.variant) for i in ctx.plan().items} == {("rabbitmq", "fsync-on"), ("rabbitmq", "fsync-off")}
     assert ctx.read_json("provenance/brokers.json")["rabbitmq"]["implementation"] == "rabbitmq"
 

@@ -126,6 +126,19 @@ def test_verdicts_for_run_uses_only_earlier_ok_runs_of_the_same_track():
     assert out["e2e_latency_p99_ms"].verdict == Judgement.NO_DATA
 
 
+def test_another_client_library_is_never_the_baseline():
+    # seven runs through kafka-python, whose p99 is its own per-message Python work; then confluent-kafka
+    history = [history_row(i, 50.0 + i % 3, client_library="kafka-python") for i in range(1, 8)]
+    history += [history_row(i, 5.0 + 0.1 * (i % 2), client_library="confluent-kafka") for i in range(8, 12)]
+    current = history_row(12, 5.0, client_library="confluent-kafka")
+    p99 = {v.metric: v for v in verdicts_for_run([current], history + [current])}["publish_latency_p99_ms"]
+    assert p99.baseline_runs == [f"dag__scheduled__{i:03d}" for i in range(8, 12)]
+    assert p99.verdict == Judgement.UNCHANGED  # not "improved" against the kafka-python runs
+    first = history_row(8, 5.0, client_library="confluent-kafka")
+    out = {v.metric: v for v in verdicts_for_run([first], history[:7] + [first])}
+    assert out["publish_latency_p99_ms"].verdict == Judgement.INSUFFICIENT
+
+
 def test_first_runs_of_a_new_version_have_insufficient_history():
     history = [history_row(i, 5.0) for i in range(1, 8)]
     current = history_row(8, 5.0, version="4.0.0")

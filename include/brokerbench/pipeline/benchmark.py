@@ -13,6 +13,7 @@ from typing import Any
 from brokerbench.environments.base import BrokerEndpoint
 from brokerbench.pipeline import environment_lease
 from brokerbench.pipeline.context import NotSelected, RunContext, log
+from brokerbench.spec.clients import ceiling_warning
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.util import safe_name
@@ -81,6 +82,7 @@ def _job(ctx: RunContext, item, endpoint: BrokerEndpoint, phase: str, duration_s
         "consumers_per_subscription": w.consumer_per_subscription,
         "consumers_in_subscription": w.consumer_per_subscription,
         "kind": _kind(workload),
+        "client_library": item.client_library,
         "sweep_rates_msg_s": w.sweep_rates_msg_s,
         "clock_offset_ms": _clock_offset_ms(ctx),
     }).to_dict()
@@ -104,9 +106,38 @@ def _kind(workload: dict[str, Any]) -> str:
 def worker_processes(ctx: RunContext) -> int:
     """Worker processes per client host: ``BROKERBENCH_WORKER_PROCESSES``, else the plan's
     environment setting ``worker_processes``, else 1 (see docs/worker.md, scale-out)."""
+    return processes_for(ctx.plan())
+
+
+def processes_for(plan) -> int:
+    """:func:`worker_processes` of a plan."""
     value = os.environ.get("BROKERBENCH_WORKER_PROCESSES") or \
-        (getattr(ctx.plan(), "environment_settings", {}) or {}).get("worker_processes") or 1
+        (getattr(plan, "environment_settings", {}) or {}).get("worker_processes") or 1
     return max(1, int(value))
+
+
+def client_rate_warnings(plan, processes: int) -> list[str]:
+    """One line per workload and broker whose rate per worker process (split over ``processes`` as the run
+    splits it) is above the measured ceiling of the item's client library (spec/clients.py); in plan order."""
+    warnings: dict[str, None] = {}
+    for item in plan.items:
+        w = item.workload
+        if not w.producer_rate:
+            continue  # 0 = find the maximum rate (a sweep, or unthrottled): no rate to hold
+        job = {"producers_per_topic": w.producers_per_topic, "consumers_per_subscription": w.consumer_per_subscription,
+               "rate_msg_s": w.producer_rate, "start_at_ns": 1}
+        if w.subscriptions_per_topic == 0:
+            job["consumers_per_subscription"] = 0
+        what = f"workload {item.base_workload_id!r} on {item.broker} (driver {item.driver.name!r})"
+        for j in split_job(job, processes):
+            if not j["producers_per_topic"]:
+                continue
+            line = ceiling_warning(item.broker, item.client_library, float(j["rate_msg_s"]),
+                                   bool(j["consumers_per_subscription"]), what)
+            if line:
+                warnings.setdefault(line, None)
+                break  # one line per workload and broker: the first process above its ceiling
+    return list(warnings)
 
 
 def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from brokerbench.pipeline import environment_lease
+from brokerbench.pipeline import benchmark, environment_lease
 from brokerbench.pipeline.context import RunContext, log
 from brokerbench.spec import SpecError, build_plan, load_suite
 
@@ -43,7 +43,14 @@ def validate(ctx: RunContext) -> dict[str, Any]:
     combos = sorted({(i.broker, i.variant) for i in plan.items})
     log.info("plan: %d measurements (%s) on %s, results in %s", len(plan.items),
              ", ".join(f"{b}/{v}" for b, v in combos), plan.environment, ctx.run_dir)
-    return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment}
+    clients = {i.broker: i.client_library for i in plan.items}
+    log.info("client libraries: %s", ", ".join(f"{b} {lib}" for b, lib in clients.items()))
+    # a rate one worker process was never measured to hold: said, not refused (a faster host may hold it)
+    warnings = benchmark.client_rate_warnings(plan, benchmark.processes_for(plan))
+    for line in warnings:
+        log.warning("%s", line)
+    return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment,
+            "client_libraries": clients, "warnings": warnings}
 
 
 def _check_local_brokers(plan, params: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from .bounds import (
     Name,
     at_most,
 )
+from .clients import client_library_problem
 from .common import SUPPORTED_BROKERS, read_yaml, resolve
 from .errors import FieldValueError, from_validation_error
 
@@ -154,6 +155,9 @@ class DriverSpec(BaseModel):
     name: Name
     driver_class: str = Field(alias="driverClass", min_length=1)
     broker: Broker | None = None
+    #: brokerbench extension (OMB ignores it): the client library the workers use (spec/clients.py); None = the
+    #: suite's clientLibraries, else the broker's default. After build_plan, the library the run uses.
+    client_library: str | None = Field(default=None, alias="clientLibrary")
     # Kafka
     replication_factor: Replicas | None = Field(default=None, alias="replicationFactor", ge=1)
     topic_config: dict[str, str] = Field(default_factory=dict, alias="topicConfig")
@@ -200,6 +204,10 @@ class DriverSpec(BaseModel):
         elif derived is not None and derived != self.broker:
             raise FieldValueError("broker", f"{self.broker!r} contradicts driverClass "
                                   f"{self.driver_class!r}, which is a {derived} driver")
+        if self.client_library is not None:
+            problem = client_library_problem(str(self.broker), self.client_library)
+            if problem:
+                raise FieldValueError("clientLibrary", problem)
         for other, keys in BROKER_KEYS.items():
             if other != self.broker:
                 for key in keys:

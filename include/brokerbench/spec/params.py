@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from . import bounds
+from .clients import CLIENT_LIBRARIES, describe_choices
 from .common import SUPPORTED_BROKERS, list_names
 from .roots import default_results_root
 
@@ -104,6 +105,12 @@ PARAMS: tuple[RunParam, ...] = (
              "OMB driver YAML files anywhere on disk (absolute paths), each replacing the suite's driver of its "
              "broker (from driverClass); empty = the suite's drivers",
              {"type": ["null", "array"], "items": {"type": "string", "minLength": 1}}),
+    RunParam("client_libraries", "plan",
+             "Client library per broker, e.g. {\"kafka\": \"confluent-kafka\"} (" + describe_choices() + "); over "
+             "the suite's clientLibraries and the driver's clientLibrary; empty = theirs, else the default",
+             {"type": ["null", "object"],
+              "properties": {b: {"type": "string", "enum": list(libs)} for b, libs in CLIENT_LIBRARIES.items()},
+              "additionalProperties": False}),
     RunParam("environment", "plan", "Where the brokers run", {"type": "string", "enum": ["local", "aws"]},
              lambda s: s.environment),
     RunParam("results_root", "plan", "Results directory (or s3://bucket/prefix)",

@@ -5,6 +5,9 @@ between Airflow tasks as JSON (``plan.to_json()`` / ``Plan.from_json()``) and
 is written to ``plan.json`` next to the results.
 
 Precedence for workload fields: workload file < suite ``overrides`` < params.
+Precedence for the client library of each broker: the broker's default < the
+driver's ``clientLibrary`` < the suite's ``clientLibraries`` < the param
+``client_libraries`` (spec/clients.py); each item's driver carries the choice.
 
 Trials: with ``trials`` = N > 1 (param, else the suite's field) every measured
 item becomes N items, one per trial, whose workload id is ``<id>.trial<k>``
@@ -25,9 +28,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator
 
 from ..util import split_trial, trial_id
+from .clients import choose_client_library, client_library_problem, default_client_library
 from .common import SUPPORTED_BROKERS, path_safe
 from .driver import DriverSpec, load_driver
-from .errors import MissingFileError, SpecError, from_validation_error
+from .errors import FieldValueError, MissingFileError, SpecError, from_validation_error
 from .params import MAX_DURATION_MINUTES, MAX_INTERVAL_SECONDS, MAX_RATE_MSG_S, MAX_TRIALS, trials_number
 from .roots import default_results_root
 from .suite import Suite, load_driver_ref, load_variant_ref, load_workload_ref
@@ -62,6 +66,8 @@ class RunParams(BaseModel):
     #: OMB workload / driver YAML files anywhere on disk (absolute paths), see build_plan
     workload_files: list[str] | None = Field(default=None, min_length=1)
     driver_files: list[str] | None = Field(default=None, min_length=1)
+    #: broker -> client library (spec/clients.py), over the suite's clientLibraries and the driver's clientLibrary
+    client_libraries: dict[str, str] | None = None
 
     _lists = field_validator("brokers", "workloads", "variants", "workload_files", "driver_files",
                              mode="before")(_comma_list)
@@ -74,6 +80,15 @@ class RunParams(BaseModel):
         for broker in v or []:
             if broker not in SUPPORTED_BROKERS:
                 raise ValueError(f"unknown broker {broker!r}; supported brokers: {', '.join(SUPPORTED_BROKERS)}")
+        return v
+
+    @field_validator("client_libraries")
+    @classmethod
+    def _client_libraries(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        for broker, library in (v or {}).items():
+            problem = client_library_problem(broker, library)
+            if problem:
+                raise FieldValueError(broker, problem)
         return v
 
     @field_validator("workload_files", "driver_files")
@@ -120,6 +135,11 @@ class PlanItem(BaseModel):
     trial: int | None = None
     #: trials of this workload in the run
     trials: int = 1
+
+    @property
+    def client_library(self) -> str:
+        """The client library the workers use for this item (chosen by build_plan, in the driver)."""
+        return self.driver.client_library or default_client_library(self.broker)
 
     @property
     def base_workload_id(self) -> str:
@@ -205,6 +225,14 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
     driver_of = {b: suite.brokers[b] for b in drivers}  # how errors name each broker's driver
     for path, driver in driver_files(p.driver_files or [], brokers):
         drivers[str(driver.broker)], driver_of[str(driver.broker)] = driver, path
+    for broker in p.client_libraries or {}:
+        if broker not in suite.brokers:
+            raise SpecError(f"broker {broker!r} is not in suite {suite.name!r} "
+                            f"(it has: {', '.join(suite.brokers)})", field=f"client_libraries.{broker}")
+    # the client library: param > suite > driver file > the broker's default (spec/clients.py)
+    for broker, driver in drivers.items():
+        library = choose_client_library(broker, p.client_libraries, suite.client_libraries, driver.client_library)
+        drivers[broker] = driver.model_copy(update={"client_library": library})
     named: dict[str, str] = {}
     for broker, driver in drivers.items():  # a driver's name files its results: raw/<workload>/<driver>/...
         if driver.name in named:

@@ -12,12 +12,13 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .bounds import MAX_INTERVAL_SECONDS, MAX_TRIALS, Description, Name, Tag, at_most
+from .clients import client_library_problem
 from .common import SUPPORTED_BROKERS, read_yaml, resolve
 from .driver import DriverSpec, load_driver
-from .errors import MissingFileError, SpecError, display_path, from_validation_error
+from .errors import FieldValueError, MissingFileError, SpecError, display_path, from_validation_error
 from .params import trials_number
 from .variant import Variant, apply_variant, load_variant
 from .workload import Workload, load_workload, normalize_workload_keys
@@ -40,6 +41,8 @@ class Suite(BaseModel):
     environment: Literal["local", "aws"] = "local"
     workloads: list[str] = Field(min_length=1)
     brokers: dict[str, str] = Field(min_length=1)
+    #: broker -> client library (spec/clients.py): over the driver's clientLibrary, under the param client_libraries
+    client_libraries: dict[str, str] = Field(default_factory=dict, alias="clientLibraries")
     variants: list[str] = Field(min_length=1)
     overrides: dict[str, Any] = Field(default_factory=dict)
     interval_seconds: Annotated[int, at_most(MAX_INTERVAL_SECONDS)] = Field(default=10, alias="intervalSeconds", gt=0)
@@ -76,6 +79,17 @@ class Suite(BaseModel):
         if duplicates:
             raise ValueError(f"lists {', '.join(duplicates)} more than once")
         return v
+
+    @model_validator(mode="after")
+    def _client_libraries(self) -> "Suite":
+        for broker, library in self.client_libraries.items():
+            if broker not in self.brokers:
+                raise FieldValueError(f"clientLibraries.{broker}", f"{broker!r} is not a broker of this suite "
+                                      f"(brokers: {', '.join(self.brokers)})")
+            problem = client_library_problem(broker, library)
+            if problem:
+                raise FieldValueError(f"clientLibraries.{broker}", problem)
+        return self
 
     @property
     def dag_id(self) -> str:

@@ -9,12 +9,15 @@ sends, and when librdkafka's queue is full.
 
 OMB's Java properties (``producerConfig``, ``consumerConfig``,
 ``commonConfig``) are librdkafka properties already (acks, linger.ms,
-batch.size, ...); keys librdkafka does not know are dropped with a warning.
+batch.size, ...); a Java name librdkafka spells differently is renamed
+(``fetch.max.wait.ms`` -> ``fetch.wait.max.ms``), and keys librdkafka does
+not know are dropped with a warning.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from importlib.metadata import version
@@ -40,6 +43,9 @@ log = logging.getLogger("brokerbench.worker")
 #: Java-client-only properties with no librdkafka equivalent.
 _JAVA_ONLY = {"key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
               "buffer.memory", "max.block.ms", "partitioner.class", "interceptor.classes"}
+#: Java client property -> librdkafka's name for the same setting
+_LIBRDKAFKA_NAME = {"fetch.max.wait.ms": "fetch.wait.max.ms"}
+_UNKNOWN = re.compile(r'No such configuration property: "([^"]+)"')
 
 
 def _clean(props: dict[str, str]) -> dict[str, str]:
@@ -48,8 +54,23 @@ def _clean(props: dict[str, str]) -> dict[str, str]:
         if k in _JAVA_ONLY:
             log.warning("confluent-kafka: %s is a Java client setting; not applied", k)
             continue
-        out[k] = v
+        out[_LIBRDKAFKA_NAME.get(k, k)] = v
     return out
+
+
+def _construct(factory, conf: dict[str, Any]):
+    """``factory(conf)``; a property librdkafka refuses as unknown is dropped with a warning and the rest tried
+    again (OMB's driver files are written for the Java client)."""
+    conf = dict(conf)
+    while True:
+        try:
+            return factory(conf)
+        except KafkaException as e:
+            unknown = _UNKNOWN.search(str(e))
+            if not unknown or unknown.group(1) not in conf:
+                raise
+            log.warning("confluent-kafka: %s is not a librdkafka setting; not applied", unknown.group(1))
+            del conf[unknown.group(1)]
 
 
 class _CKProducer(Producer):
@@ -57,7 +78,7 @@ class _CKProducer(Producer):
         self._rec = recorder
         self._topic = topic
         conf = dict(conf, on_delivery=self._delivered)
-        self._p = CKProducer(conf)
+        self._p = _construct(CKProducer, conf)
         produce, poll = self._p.produce, self._p.poll
         self._n = 0
 
@@ -105,7 +126,7 @@ class _CKConsumer(FlagPausedConsumer):
     def __init__(self, conf: dict[str, Any], topic: str, on_payload: PayloadHandler, paused: bool):
         self.on_payload = on_payload
         self._earliest = conf.get("auto.offset.reset") == "earliest"
-        self._c = CKConsumer(conf)
+        self._c = _construct(CKConsumer, conf)
         self._want_paused = paused
         self._paused = False
         self._c.subscribe([topic], on_assign=self._on_assign)
@@ -157,7 +178,7 @@ class ConfluentKafkaDriver(Driver):
 
     @override
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
-        admin = AdminClient(dict(self.common))
+        admin = _construct(AdminClient, self.common)
         configs = parse_properties(self.driver.get("topicConfig"))
         rf = int(self.driver.get("replicationFactor", 1))
         futures = admin.create_topics([NewTopic(t, partitions, rf, config=configs) for t in topics],
