@@ -451,3 +451,33 @@ def write_results(result: dict[str, Any], dest: str | os.PathLike[str]) -> dict[
     (d / "agreement.json").write_text(json.dumps({k: result[k] for k in ("rows", "settings", "provenance")},
                                                  indent=1) + "\n")
     return {"csv": str(d / "agreement.csv"), "json": str(d / "agreement.json")}
+
+
+#: broker JVM heaps of a local cross-check on a 2-core machine that also runs the tool and the worker, MB
+LOCAL_HEAPS = {"kafka_heap_mb": 512, "pulsar_heap_mb": 768}
+
+
+def calibration_dir(results_root: str | os.PathLike[str], broker: str, when: float | None = None) -> Path:
+    """``<results root>/calibration/<broker>/<UTC timestamp>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when if when is not None else time.time()))
+    return Path(results_root) / "calibration" / broker / stamp
+
+
+def calibrate_local(broker: str, results_root: str | os.PathLike[str], *, settings: dict[str, Any] | None = None,
+                    say=print, **kwargs: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """Deploy ``broker`` with the local environment, cross-check it, tear it down, write the table into
+    :func:`calibration_dir`. Returns the result and the files written."""
+    from .environments.local import LocalEnvironment
+
+    state = tempfile.mkdtemp(prefix="bb-calibrate-")
+    env = LocalEnvironment(f"calibrate/{uuid.uuid4().hex[:8]}",
+                           {"state_dir": state, "disk_baseline_mb": 0, **LOCAL_HEAPS, **(settings or {})})
+    env.provision()
+    try:
+        ep = env.deploy(broker, {}, "fsync-off", {}).to_dict()
+        say(f"{broker} {ep.get('implementation')} {ep.get('version')} deployed on loopback")
+        result = crosscheck(broker, ep, ep.get("version"), work_dir=f"{state}/crosscheck", say=say, **kwargs)
+        result["provenance"].update({"environment": "local", "implementation": ep.get("implementation")})
+    finally:
+        env.teardown()
+    return result, write_results(result, calibration_dir(results_root, broker))
