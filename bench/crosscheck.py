@@ -54,8 +54,8 @@ def main() -> None:
     print(crosscheck.format_table(result["rows"]))
     for r in result["rows"]:
         if r["note"]:
-            print(f"note: {r['side']} {r['client']} {r['phase']} {r['rate_msg_s'] or 'max'} msg/s {r['size_B']} B: "
-                  f"{r['note']}")
+            what = f"{int(r['rate_msg_s'])} msg/s" if r["rate_msg_s"] else "max rate"
+            print(f"note: {r['side']} {r['client']} {what} {r['size_B']} B: {r['note']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
