@@ -98,3 +98,34 @@ def test_results_are_written_as_csv_and_json(tmp_path):
     assert files["csv"].endswith("calibration/rabbitmq/19700101T000000Z/agreement.csv")
     assert Path(files["csv"]).read_text().splitlines()[0].split(",") == xc.COLUMNS
     assert json.loads(Path(files["json"]).read_text())["provenance"]["tool_version"] == "2.22.1"
+
+
+def test_calibrate_refuses_an_s3_results_root(capsys, monkeypatch):
+    from brokerbench import cli
+
+    monkeypatch.setattr(cli.local_airflow, "apply_defaults", lambda: None)
+    assert cli.main(["calibrate", "--broker", "rabbitmq", "--results-root", "s3://bucket/results"]) == cli.EXIT_REFUSED
+    assert "local results root" in capsys.readouterr().err
+
+
+def test_calibrate_against_a_given_endpoint_writes_the_table(tmp_path, monkeypatch, capsys):
+    from brokerbench import cli
+
+    monkeypatch.setattr(cli.local_airflow, "apply_defaults", lambda: None)
+    seen = {}
+
+    def fake(broker, ep, version, **kw):
+        seen.update(broker=broker, ep=ep, version=version, **kw)
+        rows = xc.agreement_table([xc.Measurement(broker, xc.VENDOR, "PerfTest 2.22.1", "fixed", 1000.0, 100, 2,
+                                                  xc.ToolFigures(achieved_msg_s=1000))])
+        return {"rows": rows, "settings": {}, "provenance": {"broker_version": version}}
+
+    monkeypatch.setattr(xc, "crosscheck", fake)
+    rc = cli.main(["calibrate", "--broker", "rabbitmq", "--endpoint", '{"amqp_uris": ["amqp://h:1/%2F"]}',
+                   "--version", "3.10.8", "--seconds", "2", "--rates", "1000", "--sizes", "100", "--no-max",
+                   "--results-root", str(tmp_path)])
+    assert rc == 0
+    assert (seen["version"], seen["seconds"], seen["rates"], seen["max_probe"]) == ("3.10.8", 2.0, (1000.0,), False)
+    written = list((tmp_path / "calibration" / "rabbitmq").glob("*/agreement.csv"))
+    assert len(written) == 1
+    assert "agreement table:" in capsys.readouterr().out
