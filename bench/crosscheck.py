@@ -1,7 +1,7 @@
 """Cross-check: brokerbench's worker next to the broker vendor's own perf tool, on one broker.
 
 Deploys one broker on loopback with the local environment (JVM heaps sized for
-a 2-core machine: Kafka 512 MB, Pulsar 768 MB), then alternates, on that broker
+a 2-core machine: Kafka 512 MB, Pulsar 768 MB; brokerbench.crosscheck.calibrate_local), then alternates, on that broker
 process, the vendor tool (Kafka's ProducerPerformance, Pulsar's
 PerformanceProducer, RabbitMQ's PerfTest; brokerbench.crosscheck) and
 brokerbench's worker with each driver of the broker: at each fixed rate and
@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 
 from _common import ROOT  # noqa: F401  (puts include/ on sys.path)
 
 from brokerbench import crosscheck
-from brokerbench.environments.local import LocalEnvironment
-
-HEAPS = crosscheck.LOCAL_HEAPS
+from brokerbench.environments.base import EnvironmentFailure
 
 
 def main() -> None:
@@ -38,17 +35,13 @@ def main() -> None:
     ap.add_argument("--no-max", action="store_true", help="skip the producer-only max-rate probe")
     ap.add_argument("--json", default=None, help="also write the result (rows, settings, provenance) here")
     args = ap.parse_args()
-    state = tempfile.mkdtemp(prefix="bb-crosscheck-")
-    env = LocalEnvironment("bench/crosscheck", {"state_dir": state, "disk_baseline_mb": 0, **HEAPS})
-    env.provision()
     try:
-        ep = env.deploy(args.broker, {}, "fsync-off", {}).to_dict()
-        result = crosscheck.crosscheck(
-            args.broker, ep, ep.get("version"), rates=tuple(float(x) for x in args.rates.split(",")),
+        result, _ = crosscheck.calibrate_local(
+            args.broker, None, rates=tuple(float(x) for x in args.rates.split(",")),
             sizes=tuple(int(x) for x in args.sizes.split(",")), seconds=args.seconds, max_probe=not args.no_max,
-            drivers=tuple(args.drivers.split(",")) if args.drivers else None, work_dir=f"{state}/crosscheck")
-    finally:
-        env.teardown()
+            drivers=tuple(args.drivers.split(",")) if args.drivers else None)
+    except EnvironmentFailure as e:  # e.g. the vendor tool at this version is not in the registry
+        raise SystemExit(f"crosscheck: {e}") from None
     print("settings:", json.dumps(result["settings"]))
     print("provenance:", json.dumps(result["provenance"]))
     print(crosscheck.format_table(result["rows"]))

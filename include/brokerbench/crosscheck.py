@@ -280,14 +280,16 @@ def tool_distribution(broker: str, version: str | None) -> distributions.Distrib
         if not m:
             raise
         major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        tried = []
         for p in [patch - 1, patch + 1, patch - 2, patch + 2]:
             if p < 0:
                 continue
             try:
                 return distributions.resolve(tool, f"{major}.{minor}.{p}")
-            except distributions.DistributionError:
-                continue
-        raise first
+            except distributions.DistributionError as e:
+                tried.append(f"{e.version}: {e.reason}")
+        raise distributions.DistributionError(tool, version, first.reason + "; the neighbouring patch releases "
+                                              "neither: " + "; ".join(tried)) from None
 
 
 def _log4j2_console(work: Path) -> str:
@@ -463,15 +465,21 @@ def calibration_dir(results_root: str | os.PathLike[str], broker: str, when: flo
     return Path(results_root) / "calibration" / broker / stamp
 
 
-def calibrate_local(broker: str, results_root: str | os.PathLike[str], *, settings: dict[str, Any] | None = None,
-                    say=print, **kwargs: Any) -> tuple[dict[str, Any], dict[str, str]]:
+def calibrate_local(broker: str, results_root: str | os.PathLike[str] | None, *,
+                    settings: dict[str, Any] | None = None, say=print,
+                    **kwargs: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """Deploy ``broker`` with the local environment, cross-check it, tear it down, write the table into
-    :func:`calibration_dir`. Returns the result and the files written."""
-    from .environments.local import LocalEnvironment
+    :func:`calibration_dir` (not with ``results_root`` None). Returns the result and the files written.
 
+    The vendor tool is resolved before the broker starts: a tool the registry lacks fails at once
+    (:class:`~.environments.machine.distributions.DistributionError`), no JVM started."""
+    from .environments.local import LocalEnvironment, check_brokers
+
+    settings = {**LOCAL_HEAPS, **(settings or {})}
+    expected = check_brokers(settings, [broker])[broker]
+    tool_distribution(broker, expected.get("version"))
     state = tempfile.mkdtemp(prefix="bb-calibrate-")
-    env = LocalEnvironment(f"calibrate/{uuid.uuid4().hex[:8]}",
-                           {"state_dir": state, "disk_baseline_mb": 0, **LOCAL_HEAPS, **(settings or {})})
+    env = LocalEnvironment(f"calibrate/{uuid.uuid4().hex[:8]}", {"state_dir": state, "disk_baseline_mb": 0, **settings})
     env.provision()
     try:
         ep = env.deploy(broker, {}, "fsync-off", {}).to_dict()
@@ -480,4 +488,4 @@ def calibrate_local(broker: str, results_root: str | os.PathLike[str], *, settin
         result["provenance"].update({"environment": "local", "implementation": ep.get("implementation")})
     finally:
         env.teardown()
-    return result, write_results(result, calibration_dir(results_root, broker))
+    return result, (write_results(result, calibration_dir(results_root, broker)) if results_root is not None else {})
