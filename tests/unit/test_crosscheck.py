@@ -129,3 +129,24 @@ def test_calibrate_against_a_given_endpoint_writes_the_table(tmp_path, monkeypat
     written = list((tmp_path / "calibration" / "rabbitmq").glob("*/agreement.csv"))
     assert len(written) == 1
     assert "agreement table:" in capsys.readouterr().out
+
+
+def test_tool_versions_follow_the_broker_with_a_neighbouring_patch_as_fallback(monkeypatch):
+    from brokerbench.environments.machine import distributions as d
+
+    served = {("kafka-tools", "4.1.1"), ("pulsar-testclient", "4.0.6"), ("perf-test", xc.PERF_TEST_VERSION)}
+    asked = []
+
+    def resolve(tool, version):
+        asked.append((tool, version))
+        if (tool, version) not in served:
+            raise d.DistributionError(tool, version, f"Could not find artifact {tool}:{version}")
+        return d.Distribution(tool, version, Path("/x"), "maven", "log4j2", {})
+
+    monkeypatch.setattr(d, "resolve", resolve)
+    assert xc.tool_distribution("kafka", "4.1.1").version == "4.1.1"
+    assert xc.tool_distribution("rabbitmq", "3.10.8").version == xc.PERF_TEST_VERSION
+    assert xc.tool_distribution("pulsar", "4.0.7").version == "4.0.6"
+    with pytest.raises(d.DistributionError) as e:
+        xc.tool_distribution("kafka", "3.9.9")
+    assert "3.9.8" in str(e.value) and "3.9.9" in str(e.value)
