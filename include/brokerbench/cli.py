@@ -540,8 +540,6 @@ def _cmd_calibrate(args) -> int:
         "rates": tuple(float(x) for x in args.rates.split(",")), "sizes": tuple(int(x) for x in args.sizes.split(",")),
         "seconds": args.seconds, "max_probe": not args.no_max,
         "drivers": tuple(args.drivers.split(",")) if args.drivers else None}
-    from brokerbench.environments.base import EnvironmentFailure
-
     try:
         if args.endpoint:
             ep = json.loads(args.endpoint)
@@ -549,7 +547,7 @@ def _cmd_calibrate(args) -> int:
             files = crosscheck.write_results(result, crosscheck.calibration_dir(results_root, args.broker))
         else:
             result, files = crosscheck.calibrate_local(args.broker, results_root, say=say, **kwargs)
-    except EnvironmentFailure as e:  # e.g. the vendor tool at the broker's version is not in the registry
+    except crosscheck.CrosscheckFailure as e:  # e.g. the vendor tool at the broker's version is not in the registry
         print(f"brokerbench: calibrate: {e}", file=sys.stderr)
         return EXIT_FAILED
     print(crosscheck.format_table(result["rows"]))

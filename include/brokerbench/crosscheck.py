@@ -49,11 +49,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .environments.base import EnvironmentFailure
 from .environments.machine import distributions
 from .histogram import LogHistogram
 
 log = logging.getLogger("brokerbench")
 
+#: what a cross-check raises when its broker or its tool cannot be had (a tool version the registry lacks, a
+#: broker that does not start)
+CrosscheckFailure = EnvironmentFailure
 #: the RabbitMQ PerfTest release run against every RabbitMQ version (PerfTest speaks AMQP 0-9-1 to any)
 PERF_TEST_VERSION = "2.22.1"
 #: broker -> the vendor tool's name in the broker cache
