@@ -14,6 +14,13 @@
                                           task is named on the terminal, the full log
                                           is <results root>/logs/<dag>-<time>-<pid>-<rand>.log
                                           (for s3://, in the local staging copy)
+    brokerbench calibrate --broker rabbitmq [--seconds 10] [--rates 1000,10000] [--sizes 100,1024]
+                      [--endpoint JSON --version V] [--results-root DIR]
+                                          the vendor's perf tool and brokerbench's worker on one
+                                          broker (brokerbench.crosscheck); without --endpoint the
+                                          local environment deploys it on loopback and tears it
+                                          down; the agreement table goes to
+                                          <results root>/calibration/<broker>/<UTC time>/agreement.{csv,json}
     brokerbench aws-sweep [--dry-run]     terminate brokerbench EC2 instances of any run
                                           past their lifetime (brokerbench_aws_sweeper DAG)
 
@@ -521,6 +528,33 @@ def _cmd_aws_sweep(args) -> int:
     return 0
 
 
+def _cmd_calibrate(args) -> int:
+    from brokerbench import crosscheck
+
+    results_root = str(args.results_root or default_results_root())
+    if is_s3(results_root):
+        print("brokerbench: calibrate writes to a local results root (give --results-root DIR)", file=sys.stderr)
+        return EXIT_REFUSED
+    say = functools.partial(print, "brokerbench:", flush=True)
+    kwargs: dict[str, Any] = {
+        "rates": tuple(float(x) for x in args.rates.split(",")), "sizes": tuple(int(x) for x in args.sizes.split(",")),
+        "seconds": args.seconds, "max_probe": not args.no_max,
+        "drivers": tuple(args.drivers.split(",")) if args.drivers else None}
+    try:
+        if args.endpoint:
+            ep = json.loads(args.endpoint)
+            result = crosscheck.crosscheck(args.broker, ep, args.version or ep.get("version"), say=say, **kwargs)
+            files = crosscheck.write_results(result, crosscheck.calibration_dir(results_root, args.broker))
+        else:
+            result, files = crosscheck.calibrate_local(args.broker, results_root, say=say, **kwargs)
+    except crosscheck.CrosscheckFailure as e:  # e.g. the vendor tool at the broker's version is not in the registry
+        print(f"brokerbench: calibrate: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(crosscheck.format_table(result["rows"]))
+    say(f"agreement table: {files['csv']} and {files['json']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="brokerbench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -545,6 +579,19 @@ def main(argv: list[str] | None = None) -> int:
                          help="an OMB driver YAML file replacing the suite's driver of its broker (repeatable)")
     p_bench.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output")
     p_bench.set_defaults(fn=_cmd_bench)
+    p_cal = sub.add_parser("calibrate", help="the broker vendor's perf tool and brokerbench's worker on one broker: "
+                                             "an agreement table in the results root")
+    p_cal.add_argument("--broker", required=True, choices=["kafka", "pulsar", "rabbitmq"])
+    p_cal.add_argument("--seconds", type=float, default=10.0, help="length of each phase, s (default 10)")
+    p_cal.add_argument("--rates", default="1000,10000", help="fixed rates, msg/s (default 1000,10000)")
+    p_cal.add_argument("--sizes", default="100,1024", help="message sizes, bytes (default 100,1024)")
+    p_cal.add_argument("--drivers", help="brokerbench drivers (default: every driver of the broker)")
+    p_cal.add_argument("--no-max", action="store_true", help="skip the producer-only max-rate probe")
+    p_cal.add_argument("--endpoint", help="an already deployed broker: its endpoint as JSON (e.g. "
+                                          "'{\"bootstrap_servers\": \"10.0.0.5:9092\"}'); default: deploy locally")
+    p_cal.add_argument("--version", help="the deployed broker's version (with --endpoint)")
+    p_cal.add_argument("--results-root", help="default: BROKERBENCH_RESULTS_ROOT / the project's results/")
+    p_cal.set_defaults(fn=_cmd_calibrate)
     p_sweep = sub.add_parser("aws-sweep", help="terminate brokerbench EC2 instances past their lifetime "
                                                "(what the brokerbench_aws_sweeper DAG runs hourly)")
     p_sweep.add_argument("--aws-conn-id", default="brokerbench_aws", help="Airflow connection of the account")

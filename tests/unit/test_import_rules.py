@@ -57,12 +57,14 @@ RULES = {
                               "brokerbench.environments.aws.fleet",
                               "brokerbench.triggers", "brokerbench.web", "brokerbench.storage", *HELPERS),
     "brokerbench.dag_factory": ("brokerbench.operators", "brokerbench.notify", "brokerbench.spec", *HELPERS),
+    # the cross-check of the worker against the brokers' own perf tools on a deployed broker
+    "brokerbench.crosscheck": ("brokerbench.environments", "brokerbench.worker", "brokerbench.histogram", *HELPERS),
     # what the command line started, and how it is stopped when the command line is gone
     "brokerbench.run_guard": ("brokerbench.pipeline",),
     "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.run_guard",
                         "brokerbench.report",
                         "brokerbench.spec", "brokerbench.storage",
-                        "brokerbench.environments.aws.fleet", *HELPERS),
+                        "brokerbench.environments.aws.fleet", "brokerbench.crosscheck", *HELPERS),
 }
 
 #: the Airflow layer: the only modules that import Airflow when they are imported (others do it inside the

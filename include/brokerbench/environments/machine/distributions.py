@@ -50,6 +50,11 @@ log = logging.getLogger("brokerbench")
 
 #: broker -> (groupId, artifactId) of the broker artifact on Maven Central
 ARTIFACTS = {"kafka": ("org.apache.kafka", "kafka_2.13"), "pulsar": ("org.apache.pulsar", "pulsar-broker")}
+#: the brokers' own perf tools (brokerbench.crosscheck), resolved the same way into ``<cache>/<tool>/<version>``:
+#: tool -> (groupId, artifactId); Kafka's and Pulsar's at the deployed broker's version
+TOOL_ARTIFACTS = {"kafka-tools": ("org.apache.kafka", "kafka-tools"),
+                  "pulsar-testclient": ("org.apache.pulsar", "pulsar-testclient"),
+                  "perf-test": ("com.rabbitmq", "perf-test")}
 #: the versions run when no ``broker_versions`` setting names one (Kafka's 4.x line, Pulsar's 4.0 LTS)
 DEFAULT_VERSIONS = {b: v for b, v in LocalSettings().broker_versions.items() if b in ARTIFACTS}
 #: a version is digits and dots with an optional qualifier; anything else never reaches Maven
@@ -58,7 +63,7 @@ VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.-][A-Za-z0-9]+)*$")
 LOG4J2_FALLBACK = "2.24.3"
 RELOAD4J = "1.2.25"
 #: broker -> the parent pom whose dependencyManagement its build resolves with (imported as a BOM)
-BUILD_POMS = {"pulsar": ("org.apache.pulsar", "pulsar")}
+BUILD_POMS = {"pulsar": ("org.apache.pulsar", "pulsar"), "pulsar-testclient": ("org.apache.pulsar", "pulsar")}
 #: how the cache entries were made; an entry made otherwise is resolved again
 RESOLVER_REVISION = 2
 #: Maven 3.8 can search a large dependency graph for minutes when the registry lacks one of its artifacts
@@ -70,7 +75,7 @@ class DistributionError(EnvironmentFailure):
 
     def __init__(self, broker: str, version: str, reason: str):
         self.broker, self.version, self.reason = broker, version, reason
-        g, a = ARTIFACTS.get(broker, ("?", "?"))
+        g, a = ARTIFACTS.get(broker) or TOOL_ARTIFACTS.get(broker) or ("?", "?")
         self.artifact = f"{g}:{a}:{version}"
         super().__init__(f"{broker} version {version!r} cannot be resolved (artifact {self.artifact}): {reason}")
 
@@ -122,11 +127,13 @@ def _jar_version(jars: list[str], artifact: str) -> str | None:
 
 
 def logging_api(broker: str, version: str) -> str:
-    return "log4j1" if broker == "kafka" and version.split(".")[0] in ("0", "1", "2", "3") else "log4j2"
+    return "log4j1" if broker in ("kafka", "kafka-tools") and version.split(".")[0] in ("0", "1", "2", "3") else "log4j2"
 
 
 def _logging_deps(broker: str, version: str, jars: list[str]) -> list[tuple[str, str, str]]:
     """The logging jars Apache's distribution adds to the broker artifact's closure."""
+    if broker == "perf-test":
+        return []  # PerfTest ships its own logging (logback)
     slf4j = _jar_version(jars, "slf4j-api") or "1.7.36"
     if logging_api(broker, version) == "log4j1":
         return [("ch.qos.reload4j", "reload4j", RELOAD4J), ("org.slf4j", "slf4j-reload4j", slf4j)]
@@ -138,7 +145,7 @@ def _logging_deps(broker: str, version: str, jars: list[str]) -> list[tuple[str,
 
 
 def _pom(broker: str, version: str, extra: list[tuple[str, str, str]]) -> str:
-    g, a = ARTIFACTS[broker]
+    g, a = ARTIFACTS.get(broker) or TOOL_ARTIFACTS[broker]
     deps = [(g, a, version), *extra]
     body = "".join(f"<dependency><groupId>{dg}</groupId><artifactId>{da}</artifactId><version>{dv}</version>"
                    f"</dependency>" for dg, da, dv in deps)
@@ -227,8 +234,11 @@ def resolve(broker: str, version: str | None = None) -> Distribution:
 
     Raises :class:`DistributionError` naming the version, the artifact and Maven's reason.
     """
-    if broker not in ARTIFACTS:
-        raise EnvironmentFailure(f"{broker} is not resolved from Maven Central (only {', '.join(ARTIFACTS)})")
+    if broker not in ARTIFACTS and broker not in TOOL_ARTIFACTS:
+        raise EnvironmentFailure(f"{broker} is not resolved from Maven Central (only "
+                                 f"{', '.join([*ARTIFACTS, *TOOL_ARTIFACTS])})")
+    if not version and broker not in DEFAULT_VERSIONS:
+        raise DistributionError(broker, "", "no version given")
     version = str(version or DEFAULT_VERSIONS[broker]).strip()
     if not VERSION_RE.match(version):
         raise DistributionError(broker, version, "not a version number (expected e.g. 4.1.1 or 3.9.1)")
@@ -245,7 +255,7 @@ def resolve(broker: str, version: str | None = None) -> Distribution:
 
 
 def _resolve_locked(broker: str, version: str, root: Path) -> Distribution:
-    g, a = ARTIFACTS[broker]
+    g, a = ARTIFACTS.get(broker) or TOOL_ARTIFACTS[broker]
     if not shutil.which("mvn"):
         raise DistributionError(broker, version, "Maven (mvn) is not installed: the bootstrap installs Debian's "
                                                  "'maven' when run as root")
@@ -257,7 +267,7 @@ def _resolve_locked(broker: str, version: str, root: Path) -> Distribution:
         extra = _logging_deps(broker, version, first)
         lib = work / "dist" / "lib"
         jars = _copy_dependencies(work, _pom(broker, version, extra), lib, broker, version)
-        if broker == "pulsar":
+        if broker in ("pulsar", "pulsar-testclient"):
             others = [n for n in jars if n.startswith("pulsar-") and not n.endswith((f"-{version}.jar"))]
             if others:  # every org.apache.pulsar artifact at one version
                 raise DistributionError(broker, version, "the closure mixes Pulsar versions: " + ", ".join(others))

@@ -1,0 +1,58 @@
+"""Cross-check: brokerbench's worker next to the broker vendor's own perf tool, on one broker.
+
+Deploys one broker on loopback with the local environment (JVM heaps sized for
+a 2-core machine: Kafka 512 MB, Pulsar 768 MB; brokerbench.crosscheck.calibrate_local), then alternates, on that broker
+process, the vendor tool (Kafka's ProducerPerformance, Pulsar's
+PerformanceProducer, RabbitMQ's PerfTest; brokerbench.crosscheck) and
+brokerbench's worker with each driver of the broker: at each fixed rate and
+message size, then a producer-only max-rate probe of each side. Prints the
+settings, one line per phase, and the agreement table (ratio = brokerbench /
+vendor per percentile); stops every JVM it started (the tool runs end with
+their phase, the broker with the environment's teardown).
+
+    .venv/bin/python bench/crosscheck.py --broker rabbitmq [--seconds 10] [--rates 1000,10000] [--sizes 100,1024]
+                                         [--drivers pika] [--no-max] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from _common import ROOT  # noqa: F401  (puts include/ on sys.path)
+
+from brokerbench import crosscheck
+from brokerbench.environments.base import EnvironmentFailure
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--broker", required=True, choices=sorted(crosscheck.TOOLS))
+    ap.add_argument("--seconds", type=float, default=10.0, help="length of each phase, s")
+    ap.add_argument("--rates", default="1000,10000", help="fixed rates, msg/s")
+    ap.add_argument("--sizes", default="100,1024", help="message sizes, bytes")
+    ap.add_argument("--drivers", default=None, help="brokerbench drivers (default: every driver of the broker)")
+    ap.add_argument("--no-max", action="store_true", help="skip the producer-only max-rate probe")
+    ap.add_argument("--json", default=None, help="also write the result (rows, settings, provenance) here")
+    args = ap.parse_args()
+    try:
+        result, _ = crosscheck.calibrate_local(
+            args.broker, None, rates=tuple(float(x) for x in args.rates.split(",")),
+            sizes=tuple(int(x) for x in args.sizes.split(",")), seconds=args.seconds, max_probe=not args.no_max,
+            drivers=tuple(args.drivers.split(",")) if args.drivers else None)
+    except EnvironmentFailure as e:  # e.g. the vendor tool at this version is not in the registry
+        raise SystemExit(f"crosscheck: {e}") from None
+    print("settings:", json.dumps(result["settings"]))
+    print("provenance:", json.dumps(result["provenance"]))
+    print(crosscheck.format_table(result["rows"]))
+    for r in result["rows"]:
+        if r["note"]:
+            what = f"{int(r['rate_msg_s'])} msg/s" if r["rate_msg_s"] else "max rate"
+            print(f"note: {r['side']} {r['client']} {what} {r['size_B']} B: {r['note']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

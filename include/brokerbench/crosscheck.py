@@ -1,0 +1,495 @@
+"""Cross-check: brokerbench's figures next to the broker vendors' own perf tools, on the same broker.
+
+For a deployed broker (its endpoint dict and version), :func:`crosscheck` runs,
+alternating phase by phase on the same broker process:
+
+- the vendor tool, resolved from Maven Central into the broker cache
+  (:func:`brokerbench.environments.machine.distributions.resolve`):
+
+  ========  ===============================================  ==========================================
+  broker    tool (artifact, version)                         what it reports
+  ========  ===============================================  ==========================================
+  kafka     ``org.apache.kafka.tools.ProducerPerformance``   publish (send -> ack) p50/p99/p99.9, whole ms
+            (``org.apache.kafka:kafka-tools``, the broker's)
+  pulsar    ``org.apache.pulsar.testclient.PerformanceProducer``  publish p50/p99/p99.9 ms
+            (``org.apache.pulsar:pulsar-testclient``, the broker's)
+  rabbitmq  ``com.rabbitmq.perf.PerfTest`` (``com.rabbitmq:perf-test``,  confirm p50/p99 and consumer
+            :data:`PERF_TEST_VERSION`)                       (end-to-end) p50/p99, µs; no p99.9
+  ========  ===============================================  ==========================================
+
+- brokerbench's worker (``python -m brokerbench.worker run``) with each driver
+  of the broker, the same settings (:data:`SETTINGS`: acks, batching/linger,
+  the fsync-off variant), the same rate, message size and duration.
+
+Every phase gets a fresh topic (Kafka, Pulsar) or queue. The fixed-rate phases
+are producer-only for Kafka and Pulsar (the vendor producers have no consumer)
+and producer + one consumer for RabbitMQ (as PerfTest runs). A max-rate probe
+runs each side producer-only and unthrottled.
+
+The result is one table (:func:`agreement_table`): a row per side and phase,
+every column named with its unit, and the ratio brokerbench / vendor per
+percentile. The parsers of the tools' output are pure functions
+(:func:`parse_kafka_producer_performance`, :func:`parse_pulsar_perf`,
+:func:`parse_perf_test`), tested on the tools' real output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .environments.base import EnvironmentFailure
+from .environments.machine import distributions
+from .histogram import LogHistogram
+
+log = logging.getLogger("brokerbench")
+
+#: what a cross-check raises when its broker or its tool cannot be had (a tool version the registry lacks, a
+#: broker that does not start)
+CrosscheckFailure = EnvironmentFailure
+#: the RabbitMQ PerfTest release run against every RabbitMQ version (PerfTest speaks AMQP 0-9-1 to any)
+PERF_TEST_VERSION = "2.22.1"
+#: broker -> the vendor tool's name in the broker cache
+TOOLS = {"kafka": "kafka-tools", "pulsar": "pulsar-testclient", "rabbitmq": "perf-test"}
+#: broker -> brokerbench's drivers (client libraries) for it
+DRIVERS = {"kafka": ("kafka-python", "confluent-kafka"), "pulsar": ("pulsar-client",), "rabbitmq": ("pika",)}
+#: heap of every vendor tool JVM, MB (a 2-core machine also runs the broker)
+TOOL_HEAP_MB = 256
+
+#: the settings both sides use, per broker: the OMB driver dict brokerbench's worker gets, and what is printed
+SETTINGS: dict[str, dict[str, Any]] = {
+    "kafka": {
+        "driver": {"name": "kafka", "replicationFactor": 1,
+                   "producerConfig": "acks=1\nlinger.ms=1\nbatch.size=131072",
+                   "consumerConfig": "auto.offset.reset=latest"},
+        "described": "acks=1, linger.ms=1, batch.size=131072, 1 partition, replication 1; fsync off (Kafka's "
+                     "default: no flush per message)",
+    },
+    "pulsar": {
+        "driver": {"name": "pulsar", "producer": {"batchingEnabled": True, "batchingMaxPublishDelayMs": 1,
+                                                  "blockIfQueueFull": True, "pendingQueueSize": 10000},
+                   "consumer": {"subscriptionType": "Failover", "receiverQueueSize": 10000}},
+        "described": "batching on, max publish delay 1 ms, 10,000 pending messages, block if full; standalone "
+                     "bookie with its journal's defaults",
+    },
+    "rabbitmq": {
+        "driver": {"name": "rabbitmq", "queueType": "CLASSIC", "messagePersistence": False},
+        "described": "classic queue, transient messages (delivery mode 1), publisher confirms with at most "
+                     "10,000 outstanding, 1 producer and 1 consumer",
+    },
+}
+
+
+# -- parsing the tools' output (pure) -----------------------------------------------------------------
+
+@dataclass
+class ToolFigures:
+    """What one run of a tool printed: latencies in ms (None: not reported), achieved msg/s."""
+
+    achieved_msg_s: float | None = None
+    publish_p50_ms: float | None = None
+    publish_p99_ms: float | None = None
+    publish_p999_ms: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    e2e_p999_ms: float | None = None
+    records: int | None = None
+    note: str = ""
+
+
+_NUM = r"([\d.]+|NaN)"
+
+
+def _f(x: str) -> float | None:
+    return None if x == "NaN" else float(x)
+
+
+def parse_kafka_producer_performance(text: str) -> ToolFigures:
+    """Kafka's ProducerPerformance: the final line ``N records sent, X records/sec (.. MB/sec), A ms avg
+    latency, M ms max latency, P ms 50th, .. ms 95th, P ms 99th, P ms 99.9th.`` (whole milliseconds);
+    without it (the run was stopped), the records and rates of its 5-second window lines."""
+    final = re.findall(rf"(\d+) records sent, {_NUM} records/sec .*?, {_NUM} ms 50th, {_NUM} ms 95th, "
+                       rf"{_NUM} ms 99th, {_NUM} ms 99\.9th", text)
+    if final:
+        n, rate, p50, _p95, p99, p999 = final[-1]
+        return ToolFigures(achieved_msg_s=_f(rate), publish_p50_ms=_f(p50), publish_p99_ms=_f(p99),
+                           publish_p999_ms=_f(p999), records=int(n),
+                           note="ProducerPerformance: percentiles in whole ms")
+    windows = re.findall(rf"^(\d+) records sent, {_NUM} records/sec", text, re.M)
+    if windows:
+        n = sum(int(w[0]) for w in windows)
+        rates = [float(w[1]) for w in windows]
+        return ToolFigures(achieved_msg_s=sum(rates) / len(rates), records=n,
+                           note="ProducerPerformance stopped before its summary: mean of its window rates")
+    return ToolFigures(note="no ProducerPerformance figures in the output")
+
+
+def parse_pulsar_perf(text: str) -> ToolFigures:
+    """Pulsar's PerformanceProducer: ``Aggregated throughput stats --- N records sent --- X msg/s`` and
+    ``Aggregated latency stats --- Latency: mean: .. ms - med: .. - 95pct: .. - 99pct: .. - 99.9pct: ..``."""
+    out = ToolFigures(note="PerformanceProducer: aggregated stats")
+    m = re.search(rf"Aggregated throughput stats --- (\d+) records sent --- {_NUM} msg/s", text)
+    if m:
+        out.records, out.achieved_msg_s = int(m.group(1)), _f(m.group(2))
+    m = re.search(rf"Aggregated latency stats --- Latency: mean:\s*{_NUM} ms - med:\s*{_NUM} - 95pct:\s*{_NUM} - "
+                  rf"99pct:\s*{_NUM} - 99\.9pct:\s*{_NUM}", text)
+    if m:
+        out.publish_p50_ms, out.publish_p99_ms, out.publish_p999_ms = _f(m.group(2)), _f(m.group(4)), _f(m.group(5))
+    if out.achieved_msg_s is None and out.publish_p50_ms is None:
+        out.note = "no PerformanceProducer summary in the output"
+    return out
+
+
+def parse_perf_test(text: str) -> ToolFigures:
+    """RabbitMQ PerfTest's summary: ``sending rate avg: X msg/s``, ``consumer latency
+    min/median/75th/95th/99th a/b/c/d/e µs`` and ``confirm latency ...`` (µs, or ms with --use-millis).
+    PerfTest prints no p99.9: those columns stay empty."""
+    out = ToolFigures(note="PerfTest summary: confirm latency as publish, consumer latency as end-to-end; no p99.9")
+    m = re.search(r"sending rate avg: ([\d.]+) msg/s", text)
+    if m:
+        out.achieved_msg_s = float(m.group(1))
+    for what, prefix in (("consumer", "e2e"), ("confirm", "publish")):
+        m = re.search(rf"{what} latency min/median/75th/95th/99th ([\d./]+) (µs|ms)", text)
+        if m:
+            vals = [float(v) for v in m.group(1).split("/")]
+            scale = 1000.0 if m.group(2) == "µs" else 1.0
+            setattr(out, f"{prefix}_p50_ms", vals[1] / scale)
+            setattr(out, f"{prefix}_p99_ms", vals[4] / scale)
+    return out
+
+
+PARSERS = {"kafka": parse_kafka_producer_performance, "pulsar": parse_pulsar_perf, "rabbitmq": parse_perf_test}
+
+
+def summarise_worker_output(lines: list[str]) -> ToolFigures:
+    """brokerbench's worker result file (JSON lines): intervals' histograms merged, acked / load_s."""
+    hs = {k: LogHistogram() for k in ("publish_latency_us", "e2e_latency_us")}
+    end: dict[str, Any] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if r.get("record") == "interval":
+            for k in hs:
+                if r.get(k):
+                    hs[k].merge(LogHistogram.from_dict(r[k]))
+        elif r.get("record") == "end":
+            end = r
+
+    def ms(k: str, p: float) -> float | None:
+        v = hs[k].percentile(p)
+        return None if v is None else v / 1000.0
+
+    acked = (end.get("totals") or {}).get("acked")
+    load_s = end.get("load_s") or 0
+    return ToolFigures(achieved_msg_s=(acked / load_s) if acked and load_s else None,
+                       publish_p50_ms=ms("publish_latency_us", 50), publish_p99_ms=ms("publish_latency_us", 99),
+                       publish_p999_ms=ms("publish_latency_us", 99.9), e2e_p50_ms=ms("e2e_latency_us", 50),
+                       e2e_p99_ms=ms("e2e_latency_us", 99), e2e_p999_ms=ms("e2e_latency_us", 99.9),
+                       records=acked,
+                       note=f"worker {end.get('status', 'no end record')}"
+                            + (f": {end.get('error')}" if end.get("error") else ""))
+
+
+# -- the table --------------------------------------------------------------------------------------
+
+#: the table's columns, each with its unit; ratios are brokerbench / vendor (unitless)
+COLUMNS = ["broker", "side", "client", "phase", "rate_msg_s", "size_B", "seconds", "publish_p50_ms", "publish_p99_ms",
+           "publish_p999_ms", "e2e_p50_ms", "e2e_p99_ms", "e2e_p999_ms", "achieved_msg_s", "ratio_publish_p50",
+           "ratio_publish_p99", "ratio_publish_p999", "ratio_e2e_p50", "ratio_e2e_p99", "ratio_achieved", "note"]
+VENDOR = "vendor tool"
+BROKERBENCH = "brokerbench"
+
+
+@dataclass
+class Measurement:
+    """One phase of one side: which client, at what rate and size, and its figures."""
+
+    broker: str
+    side: str  # VENDOR or BROKERBENCH
+    client: str  # the tool (e.g. "ProducerPerformance 4.1.1") or the driver (e.g. "confluent-kafka 2.x")
+    phase: str  # "fixed" or "max"
+    rate_msg_s: float | None  # target; None for the max-rate probe
+    size_b: int
+    seconds: float
+    figures: ToolFigures = field(default_factory=ToolFigures)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def agreement_table(ms: list[Measurement]) -> list[dict[str, Any]]:
+    """One row per measurement (:data:`COLUMNS`); a brokerbench row carries its ratios to the vendor row of
+    the same broker, phase, rate and size."""
+    vendor = {(m.broker, m.phase, m.rate_msg_s, m.size_b): m.figures for m in ms if m.side == VENDOR}
+    rows = []
+    for m in ms:
+        f = m.figures
+        row: dict[str, Any] = {
+            "broker": m.broker, "side": m.side, "client": m.client, "phase": m.phase, "rate_msg_s": m.rate_msg_s,
+            "size_B": m.size_b, "seconds": m.seconds,
+            "publish_p50_ms": _r(f.publish_p50_ms), "publish_p99_ms": _r(f.publish_p99_ms),
+            "publish_p999_ms": _r(f.publish_p999_ms), "e2e_p50_ms": _r(f.e2e_p50_ms), "e2e_p99_ms": _r(f.e2e_p99_ms),
+            "e2e_p999_ms": _r(f.e2e_p999_ms), "achieved_msg_s": _r(f.achieved_msg_s, 0),
+            "note": f.note}
+        v = vendor.get((m.broker, m.phase, m.rate_msg_s, m.size_b)) if m.side == BROKERBENCH else None
+        for k in ("publish_p50", "publish_p99", "publish_p999", "e2e_p50", "e2e_p99"):
+            row[f"ratio_{k}"] = _ratio(getattr(f, f"{k}_ms"), getattr(v, f"{k}_ms")) if v else None
+        row["ratio_achieved"] = _ratio(f.achieved_msg_s, v.achieved_msg_s) if v else None
+        rows.append({c: row.get(c) for c in COLUMNS})
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The table as aligned text (empty cells for figures a side does not report)."""
+    cols = [c for c in COLUMNS if c != "note"]
+    cell = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(x[i]) for x in cell)) for i, c in enumerate(cols)] if cell else [len(c) for c in cols]
+    out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
+    out += ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in cell]
+    return "\n".join(out)
+
+
+# -- running the sides ------------------------------------------------------------------------------
+
+def tool_distribution(broker: str, version: str | None) -> distributions.Distribution:
+    """The vendor tool's jars: Kafka's and Pulsar's at the broker's version, PerfTest at
+    :data:`PERF_TEST_VERSION`. A Pulsar patch release the registry lacks falls back to the nearest patch of
+    the same line (the provenance records the version that ran)."""
+    tool = TOOLS[broker]
+    if broker == "rabbitmq":
+        return distributions.resolve(tool, PERF_TEST_VERSION)
+    if not version:
+        raise distributions.DistributionError(tool, "", "the deployed broker's version is unknown")
+    try:
+        return distributions.resolve(tool, version)
+    except distributions.DistributionError as first:
+        m = re.match(r"^(\d+)\.(\d+)\.(\d+)$", version)
+        if not m:
+            raise
+        major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        tried = []
+        for p in [patch - 1, patch + 1, patch - 2, patch + 2]:
+            if p < 0:
+                continue
+            try:
+                return distributions.resolve(tool, f"{major}.{minor}.{p}")
+            except distributions.DistributionError as e:
+                tried.append(f"{e.version}: {e.reason}")
+        raise distributions.DistributionError(tool, version, first.reason + "; the neighbouring patch releases "
+                                              "neither: " + "; ".join(tried)) from None
+
+
+def _log4j2_console(work: Path) -> str:
+    conf = work / "log4j2-console.properties"
+    conf.write_text("status = warn\nappender.c.type = Console\nappender.c.name = c\n"
+                    "appender.c.layout.type = PatternLayout\nappender.c.layout.pattern = %m%n\n"
+                    "rootLogger.level = info\nrootLogger.appenderRef.c.ref = c\n")
+    return str(conf)
+
+
+def vendor_argv(broker: str, dist: distributions.Distribution, endpoint: dict[str, Any], topic: str, rate: float,
+                size: int, seconds: float, work: Path) -> list[str]:
+    """The vendor tool's command line (rate 0: unthrottled)."""
+    jvm = [distributions.java(), f"-Xmx{TOOL_HEAP_MB}m", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true"]
+    if broker == "kafka":
+        props = SETTINGS["kafka"]["driver"]["producerConfig"].split("\n")
+        records = int(rate * seconds) if rate > 0 else int(400_000 * seconds)
+        return [*jvm, "-cp", dist.classpath(), "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                "--num-records", str(max(records, 1)), "--record-size", str(size),
+                "--throughput", str(int(rate)) if rate > 0 else "-1",
+                "--producer-props", f"bootstrap.servers={endpoint['bootstrap_servers']}", *props]
+    if broker == "pulsar":
+        p = SETTINGS["pulsar"]["driver"]["producer"]
+        return [*jvm, f"-Dlog4j2.configurationFile={_log4j2_console(work)}", "-cp", dist.classpath(),
+                "org.apache.pulsar.testclient.PerformanceProducer", "--service-url", endpoint["service_url"],
+                "--rate", str(int(rate)), "--size", str(size), "--test-duration", str(int(seconds)),
+                "--batch-time-window", str(p["batchingMaxPublishDelayMs"]),
+                "--max-outstanding", str(p["pendingQueueSize"]), f"persistent://public/default/{topic}"]
+    uri = endpoint["amqp_uris"][0]
+    return [*jvm, "-cp", dist.classpath(), "com.rabbitmq.perf.PerfTest", "--uri", uri, "--producers", "1",
+            "--consumers", "1" if rate > 0 else "0", "--size", str(size), "--time", str(int(seconds)),
+            "--confirm", "10000", "--queue", topic, "--auto-delete", "true",
+            *(["--rate", str(int(rate))] if rate > 0 else [])]
+
+
+def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str, Any], rate: float, size: int,
+               seconds: float, work: Path) -> tuple[ToolFigures, str]:
+    """Run the vendor tool once; its figures and its output (kept in ``work``). The JVM is stopped
+    (its process group) when it overruns."""
+    topic = f"xcheck-{uuid.uuid4().hex[:8]}"
+    if broker != "rabbitmq":  # the topic exists before the tool starts, as for the worker (1 partition)
+        from .worker.runner import prepare_job
+        job = worker_job(broker, endpoint, DRIVERS[broker][0], rate, size, seconds)
+        job["topics"] = [topic]
+        prepare_job(job)
+    argv = vendor_argv(broker, dist, endpoint, topic, rate, size, seconds, work)
+    proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        text, _ = proc.communicate(timeout=seconds * 3 + 60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            text, _ = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            text, _ = proc.communicate()
+    (work / f"{broker}-vendor-{topic}.log").write_text(text)
+    figures = PARSERS[broker](text)
+    if proc.returncode not in (0, None) and figures.achieved_msg_s is None:
+        figures.note += f"; exit {proc.returncode}: " + " | ".join(text.strip().splitlines()[-3:])[:300]
+    return figures, text
+
+
+def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float, size: int,
+               seconds: float) -> dict[str, Any]:
+    """brokerbench's job for one phase: producer-only for Kafka / Pulsar and the max probe,
+    producer + 1 consumer for RabbitMQ at a fixed rate (as PerfTest)."""
+    consumers = 1 if (broker == "rabbitmq" and rate > 0) else 0
+    topic = f"xcheck-{uuid.uuid4().hex[:8]}"
+    workload = {"name": "crosscheck", "topics": 1, "partitionsPerTopic": 1, "messageSize": size,
+                "subscriptionsPerTopic": consumers, "consumerPerSubscription": consumers, "producersPerTopic": 1,
+                "producerRate": rate, "testDurationMinutes": seconds / 60}
+    return {"worker": "crosscheck-0", "phase": "measure", "workload_id": "crosscheck", "broker": broker,
+            "variant": "fsync-off", "workload": workload, "driver": SETTINGS[broker]["driver"], "endpoint": endpoint,
+            "topics": [topic], "subscriptions": ["sub-0"] if consumers else [], "duration_s": seconds,
+            "interval_s": max(1.0, min(10.0, seconds / 3)), "rate_msg_s": rate, "producers_per_topic": 1,
+            "consumers_per_subscription": consumers, "consumers_in_subscription": consumers or None,
+            "client_library": library, "probe_timeout_s": 60, "drain_timeout_s": 10,
+            "kind": "latency" if consumers else "producer-only"}
+
+
+def run_worker(job: dict[str, Any], work: Path, seconds: float) -> ToolFigures:
+    """``python -m brokerbench.worker run`` for ``job`` (topics prepared first); its merged figures."""
+    from .worker.runner import prepare_job
+
+    prepare_job(job)
+    jp, out = work / f"{job['topics'][0]}.job.json", work / f"{job['topics'][0]}.jsonl"
+    jp.write_text(json.dumps(job))
+    pkg_root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg_root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    proc = subprocess.run([sys.executable, "-m", "brokerbench.worker", "run", "--job", str(jp), "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=seconds * 3 + 120)
+    (work / f"{job['topics'][0]}.worker.log").write_text(proc.stdout + proc.stderr)
+    figures = summarise_worker_output(out.read_text().splitlines() if out.exists() else [])
+    if proc.returncode != 0 and figures.achieved_msg_s is None:
+        figures.note += "; " + " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-2:])[:300]
+    return figures
+
+
+def library_version(library: str) -> str:
+    from importlib import metadata
+    dist = {"kafka-python": "kafka-python", "confluent-kafka": "confluent-kafka", "pulsar-client": "pulsar-client",
+            "pika": "pika"}.get(library, library)
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+TOOL_NAMES = {"kafka": "ProducerPerformance", "pulsar": "PerformanceProducer", "rabbitmq": "PerfTest"}
+
+
+def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, rates=(1000.0, 10000.0),
+               sizes=(100, 1024), seconds: float = 10.0, max_probe: bool = True, drivers: tuple[str, ...] | None = None,
+               work_dir: str | os.PathLike[str] | None = None, say=print) -> dict[str, Any]:
+    """Both sides on one deployed broker, alternating; returns {"rows", "settings", "provenance"}."""
+    work = Path(work_dir or tempfile.mkdtemp(prefix="bb-crosscheck-"))
+    work.mkdir(parents=True, exist_ok=True)
+    dist = tool_distribution(broker, version)
+    drivers = tuple(drivers or DRIVERS[broker])
+    tool = f"{TOOL_NAMES[broker]} {dist.version}"
+    ms: list[Measurement] = []
+    phases = [("fixed", r, s) for s in sizes for r in rates] + ([("max", 0.0, sizes[0])] if max_probe else [])
+    for phase, rate, size in phases:
+        label = f"{int(rate)} msg/s {size} B" if rate else f"max rate {size} B"
+        t0 = time.monotonic()
+        figs, _ = run_vendor(broker, dist, endpoint, rate, size, seconds, work)
+        ms.append(Measurement(broker, VENDOR, tool, phase, rate or None, size, seconds, figs))
+        say(f"crosscheck {broker} {label}: {tool}: {figs.achieved_msg_s} msg/s, publish p50 {figs.publish_p50_ms} ms "
+            f"({time.monotonic() - t0:.0f} s)")
+        for lib in drivers:
+            t0 = time.monotonic()
+            figs = run_worker(worker_job(broker, endpoint, lib, rate, size, seconds), work, seconds)
+            ms.append(Measurement(broker, BROKERBENCH, f"{lib} {library_version(lib)}", phase, rate or None, size,
+                                  seconds, figs))
+            say(f"crosscheck {broker} {label}: brokerbench+{lib}: {figs.achieved_msg_s} msg/s, publish p50 "
+                f"{figs.publish_p50_ms} ms ({time.monotonic() - t0:.0f} s)")
+    return {"rows": agreement_table(ms), "measurements": [asdict(m) for m in ms],
+            "settings": {"broker": broker, "described": SETTINGS[broker]["described"],
+                         "driver": SETTINGS[broker]["driver"], "seconds_per_phase": seconds,
+                         "rates_msg_s": list(rates), "sizes_B": list(sizes), "max_probe": max_probe,
+                         "tool_heap_mb": TOOL_HEAP_MB, "variant": "fsync-off"},
+            "provenance": {"broker": broker, "broker_version": version, "tool": TOOL_NAMES[broker],
+                           "tool_artifact": dist.manifest.get("artifact"), "tool_version": dist.version,
+                           "client_libraries": {lib: library_version(lib) for lib in drivers},
+                           "work_dir": str(work)}}
+
+
+def write_results(result: dict[str, Any], dest: str | os.PathLike[str]) -> dict[str, str]:
+    """``agreement.csv`` and ``agreement.json`` (rows, settings, provenance) in ``dest``."""
+    import csv
+
+    d = Path(dest)
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "agreement.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for row in result["rows"]:
+            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    (d / "agreement.json").write_text(json.dumps({k: result[k] for k in ("rows", "settings", "provenance")},
+                                                 indent=1) + "\n")
+    return {"csv": str(d / "agreement.csv"), "json": str(d / "agreement.json")}
+
+
+#: broker JVM heaps of a local cross-check on a 2-core machine that also runs the tool and the worker, MB
+LOCAL_HEAPS = {"kafka_heap_mb": 512, "pulsar_heap_mb": 768}
+
+
+def calibration_dir(results_root: str | os.PathLike[str], broker: str, when: float | None = None) -> Path:
+    """``<results root>/calibration/<broker>/<UTC timestamp>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when if when is not None else time.time()))
+    return Path(results_root) / "calibration" / broker / stamp
+
+
+def calibrate_local(broker: str, results_root: str | os.PathLike[str] | None, *,
+                    settings: dict[str, Any] | None = None, say=print,
+                    **kwargs: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """Deploy ``broker`` with the local environment, cross-check it, tear it down, write the table into
+    :func:`calibration_dir` (not with ``results_root`` None). Returns the result and the files written.
+
+    The vendor tool is resolved before the broker starts: a tool the registry lacks fails at once
+    (:class:`~.environments.machine.distributions.DistributionError`), no JVM started."""
+    from .environments.local import LocalEnvironment, check_brokers
+
+    settings = {**LOCAL_HEAPS, **(settings or {})}
+    expected = check_brokers(settings, [broker])[broker]
+    tool_distribution(broker, expected.get("version"))
+    state = tempfile.mkdtemp(prefix="bb-calibrate-")
+    env = LocalEnvironment(f"calibrate/{uuid.uuid4().hex[:8]}", {"state_dir": state, "disk_baseline_mb": 0, **settings})
+    env.provision()
+    try:
+        ep = env.deploy(broker, {}, "fsync-off", {}).to_dict()
+        say(f"{broker} {ep.get('implementation')} {ep.get('version')} deployed on loopback")
+        result = crosscheck(broker, ep, ep.get("version"), work_dir=f"{state}/crosscheck", say=say, **kwargs)
+        result["provenance"].update({"environment": "local", "implementation": ep.get("implementation")})
+    finally:
+        env.teardown()
+    return result, (write_results(result, calibration_dir(results_root, broker)) if results_root is not None else {})

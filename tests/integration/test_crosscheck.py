@@ -1,0 +1,50 @@
+"""Cross-check smoke: the vendor's perf tool and brokerbench's worker both produce figures on one broker.
+
+A few seconds per side against a broker the local environment deploys on
+loopback (the ``local_env`` fixture tears it down). Only that each side
+produced figures is asserted, never their values: agreement is the
+benchmark's business (bench/crosscheck.py), not a timed test's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from brokerbench import crosscheck as xc
+
+pytestmark = pytest.mark.integration
+
+
+def both_sides_measured(result: dict, broker: str, drivers: tuple[str, ...]) -> None:
+    rows = result["rows"]
+    vendor = [r for r in rows if r["side"] == xc.VENDOR]
+    ours = [r for r in rows if r["side"] == xc.BROKERBENCH]
+    assert len(vendor) == 1 and len(ours) == len(drivers), xc.format_table(rows)
+    for r in rows:
+        assert r["broker"] == broker
+        assert r["achieved_msg_s"], r
+        assert r["publish_p50_ms"] is not None and r["publish_p99_ms"] is not None, r
+    for r in ours:
+        assert r["ratio_publish_p50"] is not None and r["ratio_achieved"] is not None, r
+    assert result["provenance"]["tool_version"]
+    assert set(result["provenance"]["client_libraries"]) == set(drivers)
+
+
+def test_rabbitmq_perf_test_and_the_worker_both_measure(local_env, tmp_path):
+    ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
+    result = xc.crosscheck("rabbitmq", ep, ep["version"], rates=(500.0,), sizes=(100,), seconds=3,
+                           max_probe=False, work_dir=tmp_path / "xc")
+    both_sides_measured(result, "rabbitmq", ("pika",))
+    assert result["provenance"]["tool"] == "PerfTest"
+    # PerfTest runs a consumer: end-to-end figures on both sides
+    assert all(r["e2e_p50_ms"] is not None for r in result["rows"]), xc.format_table(result["rows"])
+
+
+@pytest.mark.slow
+def test_kafka_producer_performance_and_the_worker_both_measure(local_env, tmp_path):
+    local_env.settings.update(xc.LOCAL_HEAPS)
+    ep = local_env.deploy("kafka", {}, "fsync-off", {}).to_dict()
+    result = xc.crosscheck("kafka", ep, ep["version"], rates=(500.0,), sizes=(100,), seconds=3, max_probe=False,
+                           work_dir=tmp_path / "xc")
+    both_sides_measured(result, "kafka", xc.DRIVERS["kafka"])
+    assert result["provenance"]["tool_version"] == ep["version"]

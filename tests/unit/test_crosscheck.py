@@ -1,0 +1,152 @@
+"""The cross-check's parsers on the vendor tools' real output, and its agreement table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from brokerbench import crosscheck as xc
+from brokerbench.histogram import LogHistogram
+
+DATA = Path(__file__).parent / "data" / "crosscheck"
+
+
+def test_kafka_producer_performance_summary_line_is_parsed():
+    # Kafka 4.1.1's ProducerPerformance, 5,000 records of 100 B at 1,000 msg/s against a local broker
+    f = xc.parse_kafka_producer_performance((DATA / "kafka-producer-performance-4.1.1.txt").read_text())
+    assert f.records == 5000
+    assert f.achieved_msg_s == pytest.approx(994.4)
+    assert (f.publish_p50_ms, f.publish_p99_ms, f.publish_p999_ms) == (5.0, 111.0, 115.0)
+    assert f.e2e_p50_ms is None
+    assert "whole ms" in f.note
+
+
+def test_kafka_producer_performance_stopped_before_its_summary_uses_its_windows():
+    text = ("249301 records sent, 49850.2 records/sec (4.75 MB/sec), 3.1 ms avg latency, 40.0 ms max latency.\n"
+            "250120 records sent, 50014.0 records/sec (4.77 MB/sec), 2.9 ms avg latency, 35.0 ms max latency.\n")
+    f = xc.parse_kafka_producer_performance(text)
+    assert f.records == 499421
+    assert f.achieved_msg_s == pytest.approx((49850.2 + 50014.0) / 2)
+    assert f.publish_p99_ms is None
+
+
+def test_perf_test_summary_is_parsed_in_ms():
+    # RabbitMQ PerfTest 2.22.1, 1 producer / 1 consumer, 100 B at 1,000 msg/s, confirms, 4 s
+    f = xc.parse_perf_test((DATA / "perftest-2.22.1.txt").read_text())
+    assert f.achieved_msg_s == 1056
+    assert (f.publish_p50_ms, f.publish_p99_ms) == (pytest.approx(0.235), pytest.approx(49.146))
+    assert (f.e2e_p50_ms, f.e2e_p99_ms) == (pytest.approx(0.315), pytest.approx(44.524))
+    assert f.publish_p999_ms is None and f.e2e_p999_ms is None
+
+
+def test_pulsar_perf_aggregated_lines_are_parsed():
+    # the layout of PerformanceProducer's closing lines (Pulsar 3.x / 4.x)
+    text = ("Aggregated throughput stats --- 10001 records sent --- 999.912 msg/s --- 0.763 Mbit/s\n"
+            "Aggregated latency stats --- Latency: mean:   2.310 ms - med:   2.101 - 95pct:   3.360 - "
+            "99pct:   5.523 - 99.9pct:  12.991 - 99.99pct:  20.031 - 99.999pct:  20.031 - Max:  20.031\n")
+    f = xc.parse_pulsar_perf(text)
+    assert (f.records, f.achieved_msg_s) == (10001, pytest.approx(999.912))
+    assert (f.publish_p50_ms, f.publish_p99_ms, f.publish_p999_ms) == (2.101, 5.523, 12.991)
+
+
+def test_output_without_figures_says_so():
+    assert xc.parse_pulsar_perf("Exception in thread main").note.startswith("no PerformanceProducer")
+    assert xc.parse_kafka_producer_performance("").achieved_msg_s is None
+    assert xc.parse_perf_test("").publish_p50_ms is None
+
+
+def _worker_lines(latencies_us: list[int], acked: int, load_s: float) -> list[str]:
+    h = LogHistogram()
+    h.record_many(latencies_us)
+    return [json.dumps({"record": "interval", "publish_latency_us": h.to_dict(), "e2e_latency_us": None}),
+            json.dumps({"record": "end", "status": "ok", "error": None, "totals": {"acked": acked},
+                        "load_s": load_s})]
+
+
+def test_worker_output_is_merged_into_the_same_figures():
+    f = xc.summarise_worker_output(_worker_lines([1000] * 99 + [50_000], acked=5000, load_s=5.0))
+    assert f.achieved_msg_s == 1000
+    assert f.publish_p50_ms == pytest.approx(1.0, rel=0.05)
+    assert f.e2e_p50_ms is None
+    assert f.note == "worker ok"
+
+
+def test_agreement_table_has_units_and_ratios_to_the_vendor_row():
+    vendor = xc.ToolFigures(achieved_msg_s=1000, publish_p50_ms=2.0, publish_p99_ms=10.0)
+    ours = xc.ToolFigures(achieved_msg_s=990, publish_p50_ms=2.2, publish_p99_ms=9.0, publish_p999_ms=12.0)
+    rows = xc.agreement_table([xc.Measurement("kafka", xc.VENDOR, "ProducerPerformance 4.1.1", "fixed", 1000.0, 100,
+                                              5, vendor),
+                               xc.Measurement("kafka", xc.BROKERBENCH, "confluent-kafka 2.x", "fixed", 1000.0, 100, 5,
+                                              ours)])
+    assert list(rows[0]) == xc.COLUMNS
+    assert rows[0]["ratio_publish_p50"] is None
+    assert rows[1]["ratio_publish_p50"] == 1.1
+    assert rows[1]["ratio_publish_p99"] == 0.9
+    assert rows[1]["ratio_publish_p999"] is None  # the vendor did not report it
+    assert rows[1]["ratio_achieved"] == 0.99
+    text = xc.format_table(rows)
+    assert "publish_p99_ms" in text and "achieved_msg_s" in text
+
+
+def test_results_are_written_as_csv_and_json(tmp_path):
+    rows = xc.agreement_table([xc.Measurement("rabbitmq", xc.VENDOR, "PerfTest 2.22.1", "fixed", 1000.0, 100, 5,
+                                              xc.ToolFigures(achieved_msg_s=1000))])
+    files = xc.write_results({"rows": rows, "settings": {"x": 1}, "provenance": {"tool_version": "2.22.1"}},
+                             xc.calibration_dir(tmp_path, "rabbitmq", when=0))
+    assert files["csv"].endswith("calibration/rabbitmq/19700101T000000Z/agreement.csv")
+    assert Path(files["csv"]).read_text().splitlines()[0].split(",") == xc.COLUMNS
+    assert json.loads(Path(files["json"]).read_text())["provenance"]["tool_version"] == "2.22.1"
+
+
+def test_calibrate_refuses_an_s3_results_root(capsys, monkeypatch):
+    from brokerbench import cli
+
+    monkeypatch.setattr(cli.local_airflow, "apply_defaults", lambda: None)
+    assert cli.main(["calibrate", "--broker", "rabbitmq", "--results-root", "s3://bucket/results"]) == cli.EXIT_REFUSED
+    assert "local results root" in capsys.readouterr().err
+
+
+def test_calibrate_against_a_given_endpoint_writes_the_table(tmp_path, monkeypatch, capsys):
+    from brokerbench import cli
+
+    monkeypatch.setattr(cli.local_airflow, "apply_defaults", lambda: None)
+    seen = {}
+
+    def fake(broker, ep, version, **kw):
+        seen.update(broker=broker, ep=ep, version=version, **kw)
+        rows = xc.agreement_table([xc.Measurement(broker, xc.VENDOR, "PerfTest 2.22.1", "fixed", 1000.0, 100, 2,
+                                                  xc.ToolFigures(achieved_msg_s=1000))])
+        return {"rows": rows, "settings": {}, "provenance": {"broker_version": version}}
+
+    monkeypatch.setattr(xc, "crosscheck", fake)
+    rc = cli.main(["calibrate", "--broker", "rabbitmq", "--endpoint", '{"amqp_uris": ["amqp://h:1/%2F"]}',
+                   "--version", "3.10.8", "--seconds", "2", "--rates", "1000", "--sizes", "100", "--no-max",
+                   "--results-root", str(tmp_path)])
+    assert rc == 0
+    assert (seen["version"], seen["seconds"], seen["rates"], seen["max_probe"]) == ("3.10.8", 2.0, (1000.0,), False)
+    written = list((tmp_path / "calibration" / "rabbitmq").glob("*/agreement.csv"))
+    assert len(written) == 1
+    assert "agreement table:" in capsys.readouterr().out
+
+
+def test_tool_versions_follow_the_broker_with_a_neighbouring_patch_as_fallback(monkeypatch):
+    from brokerbench.environments.machine import distributions as d
+
+    served = {("kafka-tools", "4.1.1"), ("pulsar-testclient", "4.0.6"), ("perf-test", xc.PERF_TEST_VERSION)}
+    asked = []
+
+    def resolve(tool, version):
+        asked.append((tool, version))
+        if (tool, version) not in served:
+            raise d.DistributionError(tool, version, f"Could not find artifact {tool}:{version}")
+        return d.Distribution(tool, version, Path("/x"), "maven", "log4j2", {})
+
+    monkeypatch.setattr(d, "resolve", resolve)
+    assert xc.tool_distribution("kafka", "4.1.1").version == "4.1.1"
+    assert xc.tool_distribution("rabbitmq", "3.10.8").version == xc.PERF_TEST_VERSION
+    assert xc.tool_distribution("pulsar", "4.0.7").version == "4.0.6"
+    with pytest.raises(d.DistributionError) as e:
+        xc.tool_distribution("kafka", "3.9.9")
+    assert "3.9.8" in str(e.value) and "3.9.9" in str(e.value)
