@@ -52,6 +52,7 @@ from typing import Any
 from .environments.base import EnvironmentFailure
 from .environments.machine import distributions
 from .histogram import LogHistogram
+from .spec.clients import CLIENT_LIBRARIES
 
 log = logging.getLogger("brokerbench")
 
@@ -62,8 +63,6 @@ CrosscheckFailure = EnvironmentFailure
 PERF_TEST_VERSION = "2.22.1"
 #: broker -> the vendor tool's name in the broker cache
 TOOLS = {"kafka": "kafka-tools", "pulsar": "pulsar-testclient", "rabbitmq": "perf-test"}
-#: broker -> brokerbench's drivers (client libraries) for it
-DRIVERS = {"kafka": ("kafka-python", "confluent-kafka"), "pulsar": ("pulsar-client",), "rabbitmq": ("pika",)}
 #: heap of every vendor tool JVM, MB (a 2-core machine also runs the broker)
 TOOL_HEAP_MB = 256
 
@@ -336,9 +335,7 @@ def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str
     topic = f"xcheck-{uuid.uuid4().hex[:8]}"
     if broker != "rabbitmq":  # the topic exists before the tool starts, as for the worker (1 partition)
         from .worker.runner import prepare_job
-        job = worker_job(broker, endpoint, DRIVERS[broker][0], rate, size, seconds)
-        job["topics"] = [topic]
-        prepare_job(job)
+        prepare_job(worker_job(broker, endpoint, CLIENT_LIBRARIES[broker][0], rate, size, seconds, topic=topic))
     argv = vendor_argv(broker, dist, endpoint, topic, rate, size, seconds, work)
     proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -359,11 +356,11 @@ def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str
 
 
 def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float, size: int,
-               seconds: float) -> dict[str, Any]:
-    """brokerbench's job for one phase: producer-only for Kafka / Pulsar and the max probe,
-    producer + 1 consumer for RabbitMQ at a fixed rate (as PerfTest)."""
+               seconds: float, topic: str | None = None) -> dict[str, Any]:
+    """brokerbench's job for one phase (on a fresh topic unless ``topic`` is given): producer-only for Kafka /
+    Pulsar and the max probe, producer + 1 consumer for RabbitMQ at a fixed rate (as PerfTest)."""
     consumers = 1 if (broker == "rabbitmq" and rate > 0) else 0
-    topic = f"xcheck-{uuid.uuid4().hex[:8]}"
+    topic = topic or f"xcheck-{uuid.uuid4().hex[:8]}"
     workload = {"name": "crosscheck", "topics": 1, "partitionsPerTopic": 1, "messageSize": size,
                 "subscriptionsPerTopic": consumers, "consumerPerSubscription": consumers, "producersPerTopic": 1,
                 "producerRate": rate, "testDurationMinutes": seconds / 60}
@@ -395,11 +392,10 @@ def run_worker(job: dict[str, Any], work: Path, seconds: float) -> ToolFigures:
 
 
 def library_version(library: str) -> str:
+    """The installed version of a client library (its distribution has the library's name)."""
     from importlib import metadata
-    dist = {"kafka-python": "kafka-python", "confluent-kafka": "confluent-kafka", "pulsar-client": "pulsar-client",
-            "pika": "pika"}.get(library, library)
     try:
-        return metadata.version(dist)
+        return metadata.version(library)
     except metadata.PackageNotFoundError:
         return "unknown"
 
@@ -414,7 +410,7 @@ def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, ra
     work = Path(work_dir or tempfile.mkdtemp(prefix="bb-crosscheck-"))
     work.mkdir(parents=True, exist_ok=True)
     dist = tool_distribution(broker, version)
-    drivers = tuple(drivers or DRIVERS[broker])
+    drivers = tuple(drivers or CLIENT_LIBRARIES[broker])
     tool = f"{TOOL_NAMES[broker]} {dist.version}"
     ms: list[Measurement] = []
     phases = [("fixed", r, s) for s in sizes for r in rates] + ([("max", 0.0, sizes[0])] if max_probe else [])

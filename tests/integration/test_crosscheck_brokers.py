@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from brokerbench import crosscheck as xc
+from brokerbench.spec.clients import CLIENT_LIBRARIES
 
 pytestmark = pytest.mark.integration
 
@@ -46,5 +47,5 @@ def test_kafka_producer_performance_and_the_worker_both_measure(local_env, tmp_p
     ep = local_env.deploy("kafka", {}, "fsync-off", {}).to_dict()
     result = xc.crosscheck("kafka", ep, ep["version"], rates=(500.0,), sizes=(100,), seconds=3, max_probe=False,
                            work_dir=tmp_path / "xc")
-    both_sides_measured(result, "kafka", xc.DRIVERS["kafka"])
+    both_sides_measured(result, "kafka", CLIENT_LIBRARIES["kafka"])
     assert result["provenance"]["tool_version"] == ep["version"]

@@ -58,7 +58,8 @@ RULES = {
                               "brokerbench.triggers", "brokerbench.web", "brokerbench.storage", *HELPERS),
     "brokerbench.dag_factory": ("brokerbench.operators", "brokerbench.notify", "brokerbench.spec", *HELPERS),
     # the cross-check of the worker against the brokers' own perf tools on a deployed broker
-    "brokerbench.crosscheck": ("brokerbench.environments", "brokerbench.worker", "brokerbench.histogram", *HELPERS),
+    "brokerbench.crosscheck": ("brokerbench.environments", "brokerbench.worker", "brokerbench.histogram",
+                               "brokerbench.spec", *HELPERS),
     # what the command line started, and how it is stopped when the command line is gone
     "brokerbench.run_guard": ("brokerbench.pipeline",),
     "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.run_guard",
