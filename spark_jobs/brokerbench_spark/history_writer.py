@@ -195,9 +195,20 @@ def append_run(history_root: str, history_out: str, run_dir: str, appended_at: s
             "files": files, "manifest": manifest_path}
 
 
+def submitted_master() -> str:
+    """The ``--master`` spark-submit was given (read from the JVM that started this job; no context)."""
+    from pyspark import SparkConf, SparkContext  # pyspark: only in the Spark job
+
+    SparkContext._ensure_initialized()  # the gateway of the spark-submit JVM; creates no SparkContext
+    return SparkConf().get("spark.master", "local[*]")
+
+
 def build_session(app_name: str = "brokerbench-history"):
-    """A Spark session, only so that the application is listed by the cluster it was
-    submitted to: the job itself runs no Spark job (the rows of a run are a few dozen)."""
+    """A Spark session, only so that a cluster the job was submitted to lists the application: the job
+    runs no Spark job (the rows of a run are a few dozen). None under a ``local`` master, where nothing
+    lists it: a context there costs 2 to 3 s of a run's time to answer and does nothing."""
+    if submitted_master().startswith("local"):
+        return None
     from pyspark.sql import SparkSession  # pyspark: only in the Spark job
 
     return (SparkSession.builder.appName(app_name)
@@ -244,4 +255,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return 0
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
