@@ -269,8 +269,10 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 def tool_distribution(broker: str, version: str | None) -> distributions.Distribution:
     """The vendor tool's jars: Kafka's and Pulsar's at the broker's version, PerfTest at
-    :data:`PERF_TEST_VERSION`. A Pulsar patch release the registry lacks falls back to the nearest patch of
-    the same line (the provenance records the version that ran)."""
+    :data:`PERF_TEST_VERSION`. When the registry lacks the tool's own jar at the broker's version (it serves
+    pulsar-testclient of some Pulsar releases only), the jar of the nearest patch release of the same line runs
+    on every other library at the broker's version (``distributions.LIBRARY_BOMS``); the provenance records both
+    versions."""
     tool = TOOLS[broker]
     if broker == "rabbitmq":
         return distributions.resolve(tool, PERF_TEST_VERSION)
@@ -288,7 +290,8 @@ def tool_distribution(broker: str, version: str | None) -> distributions.Distrib
             if p < 0:
                 continue
             try:
-                return distributions.resolve(tool, f"{major}.{minor}.{p}")
+                return distributions.resolve(tool, f"{major}.{minor}.{p}",
+                                             libraries=version if tool in distributions.LIBRARY_BOMS else None)
             except distributions.DistributionError as e:
                 tried.append(f"{e.version}: {e.reason}")
         raise distributions.DistributionError(tool, version, first.reason + "; the neighbouring patch releases "
@@ -411,7 +414,8 @@ def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, ra
     work.mkdir(parents=True, exist_ok=True)
     dist = tool_distribution(broker, version)
     drivers = tuple(drivers or CLIENT_LIBRARIES[broker])
-    tool = f"{TOOL_NAMES[broker]} {dist.version}"
+    libs = dist.manifest.get("libraries_version") or dist.version
+    tool = f"{TOOL_NAMES[broker]} {dist.version}" + (f" (libraries {libs})" if libs != dist.version else "")
     ms: list[Measurement] = []
     phases = [("fixed", r, s) for s in sizes for r in rates] + ([("max", 0.0, sizes[0])] if max_probe else [])
     for phase, rate, size in phases:
@@ -435,6 +439,7 @@ def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, ra
                          "tool_heap_mb": TOOL_HEAP_MB, "variant": "fsync-off"},
             "provenance": {"broker": broker, "broker_version": version, "tool": TOOL_NAMES[broker],
                            "tool_artifact": dist.manifest.get("artifact"), "tool_version": dist.version,
+                           "tool_libraries_version": libs,
                            "client_libraries": {lib: library_version(lib) for lib in drivers},
                            "work_dir": str(work)}}
 

@@ -137,16 +137,20 @@ def test_tool_versions_follow_the_broker_with_a_neighbouring_patch_as_fallback(m
     served = {("kafka-tools", "4.1.1"), ("pulsar-testclient", "4.0.6"), ("perf-test", xc.PERF_TEST_VERSION)}
     asked = []
 
-    def resolve(tool, version):
-        asked.append((tool, version))
+    def resolve(tool, version, libraries=None):
+        asked.append((tool, version, libraries))
         if (tool, version) not in served:
             raise d.DistributionError(tool, version, f"Could not find artifact {tool}:{version}")
-        return d.Distribution(tool, version, Path("/x"), "maven", "log4j2", {})
+        return d.Distribution(tool, version, Path("/x"), "maven", "log4j2",
+                              {"libraries_version": libraries or version})
 
     monkeypatch.setattr(d, "resolve", resolve)
     assert xc.tool_distribution("kafka", "4.1.1").version == "4.1.1"
     assert xc.tool_distribution("rabbitmq", "3.10.8").version == xc.PERF_TEST_VERSION
-    assert xc.tool_distribution("pulsar", "4.0.7").version == "4.0.6"
+    pulsar = xc.tool_distribution("pulsar", "4.0.7")
+    # the neighbour's perf tool jar, on the client and broker libraries of the broker's own version
+    assert (pulsar.version, pulsar.manifest["libraries_version"]) == ("4.0.6", "4.0.7")
+    assert asked[-2:] == [("pulsar-testclient", "4.0.7", None), ("pulsar-testclient", "4.0.6", "4.0.7")]
     with pytest.raises(d.DistributionError) as e:
         xc.tool_distribution("kafka", "3.9.9")
     assert "3.9.8" in str(e.value) and "3.9.9" in str(e.value)

@@ -48,6 +48,20 @@ def test_the_pom_pins_the_logging_jars():
     assert "<artifactId>log4j-core</artifactId><version>2.23.1</version>" in managed
 
 
+def test_a_tool_on_the_libraries_of_another_version():
+    pom = d._pom("pulsar-testclient", "4.0.6", [], libraries="4.0.7")
+    assert "<artifactId>pulsar-testclient</artifactId><version>4.0.6</version>" in pom
+    managed = pom.split("<dependencyManagement>")[1].split("</dependencyManagement>")[0]
+    # the project's BOM first (its modules at 4.0.7 win), then the build pom of the same version
+    assert managed.index("<artifactId>pulsar-bom</artifactId><version>4.0.7</version>") < managed.index(
+        "<artifactId>pulsar</artifactId><version>4.0.7</version>")
+    assert d._entry("4.0.6", "4.0.7") == "4.0.6+libraries-4.0.7" and d._entry("4.0.7", None) == "4.0.7"
+    with pytest.raises(d.DistributionError, match="no BOM pins"):
+        d.resolve("kafka-tools", "4.1.1", libraries="4.1.0")
+    with pytest.raises(d.DistributionError, match="not a version number"):
+        d.resolve("pulsar-testclient", "4.0.6", libraries="4.0.7; x")
+
+
 def test_mavens_reason_is_the_line_that_says_why():
     out = ("[ERROR] Failed to execute goal on project kafka: Could not resolve dependencies for project "
            "brokerbench.resolve:kafka:pom:1: Could not find artifact org.apache.kafka:kafka_2.13:jar:9.9.9 in "

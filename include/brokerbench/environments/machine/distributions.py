@@ -64,6 +64,10 @@ LOG4J2_FALLBACK = "2.24.3"
 RELOAD4J = "1.2.25"
 #: broker -> the parent pom whose dependencyManagement its build resolves with (imported as a BOM)
 BUILD_POMS = {"pulsar": ("org.apache.pulsar", "pulsar"), "pulsar-testclient": ("org.apache.pulsar", "pulsar")}
+#: tool -> the BOM that pins every module of its project to one version: a tool whose own jar a registry lacks at
+#: the broker's version runs as the jar of a neighbouring release with every library at the broker's version
+#: (``resolve(tool, neighbour, libraries=broker_version)``)
+LIBRARY_BOMS = {"pulsar-testclient": ("org.apache.pulsar", "pulsar-bom")}
 #: how the cache entries were made; an entry made otherwise is resolved again
 RESOLVER_REVISION = 2
 #: Maven 3.8 can search a large dependency graph for minutes when the registry lacks one of its artifacts
@@ -144,7 +148,9 @@ def _logging_deps(broker: str, version: str, jars: list[str]) -> list[tuple[str,
     return [("org.apache.logging.log4j", a, log4j) for a in ("log4j-api", "log4j-core", binding)]
 
 
-def _pom(broker: str, version: str, extra: list[tuple[str, str, str]]) -> str:
+def _pom(broker: str, version: str, extra: list[tuple[str, str, str]], libraries: str | None = None) -> str:
+    """The pom whose runtime closure is the distribution; ``libraries``: the version of every other module of
+    the project (through :data:`LIBRARY_BOMS`), when the artifact itself is taken at ``version``."""
     g, a = ARTIFACTS.get(broker) or TOOL_ARTIFACTS[broker]
     deps = [(g, a, version), *extra]
     body = "".join(f"<dependency><groupId>{dg}</groupId><artifactId>{da}</artifactId><version>{dv}</version>"
@@ -154,9 +160,12 @@ def _pom(broker: str, version: str, extra: list[tuple[str, str, str]]) -> str:
     if broker in BUILD_POMS:
         # the versions the broker's own build uses for every third-party library (Maven's "nearest wins"
         # alone mixes e.g. OpenTelemetry versions that do not work together); the logging pins above win
-        bg, ba = BUILD_POMS[broker]
-        pinned += (f"<dependency><groupId>{bg}</groupId><artifactId>{ba}</artifactId><version>{version}</version>"
-                   "<type>pom</type><scope>import</scope></dependency>")
+        boms = [BUILD_POMS[broker]]
+        if libraries:
+            boms.insert(0, LIBRARY_BOMS[broker])  # first: the modules' own versions win over the build pom's
+        for bg, ba in boms:
+            pinned += (f"<dependency><groupId>{bg}</groupId><artifactId>{ba}</artifactId>"
+                       f"<version>{libraries or version}</version><type>pom</type><scope>import</scope></dependency>")
     return ('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
             f"<groupId>brokerbench.resolve</groupId><artifactId>{broker}</artifactId><version>1</version>"
             "<packaging>pom</packaging>"
@@ -220,18 +229,25 @@ def _check_manifest(d: Path) -> dict[str, Any] | None:
     return manifest
 
 
-def cached(broker: str, version: str) -> Distribution | None:
+def _entry(version: str, libraries: str | None) -> str:
+    """The cache directory of a version (``<tool version>+libraries-<version>`` for a tool on other libraries)."""
+    return f"{version}+libraries-{libraries}" if libraries and libraries != version else version
+
+
+def cached(broker: str, version: str, libraries: str | None = None) -> Distribution | None:
     """The cached distribution of ``broker`` ``version``, or None when it is not (completely) in the cache."""
-    d = cache_root() / broker / version
+    d = cache_root() / broker / _entry(version, libraries)
     manifest = _check_manifest(d)
     if manifest is None:
         return None
     return Distribution(broker, version, d / "lib", "maven", manifest["logging_api"], manifest)
 
 
-def resolve(broker: str, version: str | None = None) -> Distribution:
+def resolve(broker: str, version: str | None = None, *, libraries: str | None = None) -> Distribution:
     """``broker`` at ``version`` (default :data:`DEFAULT_VERSIONS`), from the cache or Maven Central.
 
+    ``libraries`` (tools of :data:`LIBRARY_BOMS` only): every module of the project but the artifact itself at
+    this version, e.g. Pulsar's perf tool of 4.0.6 on the client and broker libraries of 4.0.7.
     Raises :class:`DistributionError` naming the version, the artifact and Maven's reason.
     """
     if broker not in ARTIFACTS and broker not in TOOL_ARTIFACTS:
@@ -240,21 +256,27 @@ def resolve(broker: str, version: str | None = None) -> Distribution:
     if not version and broker not in DEFAULT_VERSIONS:
         raise DistributionError(broker, "", "no version given")
     version = str(version or DEFAULT_VERSIONS[broker]).strip()
-    if not VERSION_RE.match(version):
-        raise DistributionError(broker, version, "not a version number (expected e.g. 4.1.1 or 3.9.1)")
-    found = cached(broker, version)
+    for v in (version, libraries):
+        if v is not None and not VERSION_RE.match(v):
+            raise DistributionError(broker, v, "not a version number (expected e.g. 4.1.1 or 3.9.1)")
+    if libraries == version:
+        libraries = None
+    if libraries and broker not in LIBRARY_BOMS:
+        raise DistributionError(broker, version, f"no BOM pins its libraries to {libraries} (only "
+                                                 f"{', '.join(LIBRARY_BOMS)})")
+    found = cached(broker, version, libraries)
     if found:
         return found
     root = cache_root() / broker
     root.mkdir(parents=True, exist_ok=True)
-    with locked(root / f".{version}.lock"):
-        found = cached(broker, version)  # another task resolved it while we waited
+    with locked(root / f".{_entry(version, libraries)}.lock"):
+        found = cached(broker, version, libraries)  # another task resolved it while we waited
         if found:
             return found
-        return _resolve_locked(broker, version, root)
+        return _resolve_locked(broker, version, root, libraries)
 
 
-def _resolve_locked(broker: str, version: str, root: Path) -> Distribution:
+def _resolve_locked(broker: str, version: str, root: Path, libraries: str | None = None) -> Distribution:
     g, a = ARTIFACTS.get(broker) or TOOL_ARTIFACTS[broker]
     if not shutil.which("mvn"):
         raise DistributionError(broker, version, "Maven (mvn) is not installed: the bootstrap installs Debian's "
@@ -263,17 +285,20 @@ def _resolve_locked(broker: str, version: str, root: Path) -> Distribution:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f".{version}-", dir=root) as tmp:
         work = Path(tmp)
-        first = _copy_dependencies(work, _pom(broker, version, []), work / "closure", broker, version)
+        first = _copy_dependencies(work, _pom(broker, version, [], libraries), work / "closure", broker, version)
         extra = _logging_deps(broker, version, first)
         lib = work / "dist" / "lib"
-        jars = _copy_dependencies(work, _pom(broker, version, extra), lib, broker, version)
+        jars = _copy_dependencies(work, _pom(broker, version, extra, libraries), lib, broker, version)
         if broker in ("pulsar", "pulsar-testclient"):
-            others = [n for n in jars if n.startswith("pulsar-") and not n.endswith((f"-{version}.jar"))]
+            own = f"{a}-{version}.jar"
+            others = [n for n in jars if n.startswith("pulsar-") and n != own
+                      and not n.endswith(f"-{libraries or version}.jar")]
             if others:  # every org.apache.pulsar artifact at one version
                 raise DistributionError(broker, version, "the closure mixes Pulsar versions: " + ", ".join(others))
         manifest: dict[str, Any] = {
             "broker": broker, "version": version, "artifact": f"{g}:{a}:{version}", "repository": "Maven Central",
             "resolver_revision": RESOLVER_REVISION,
+            "libraries_version": libraries or version,
             "logging_api": logging_api(broker, version),
             "logging_jars": [f"{dg}:{da}:{dv}" for dg, da, dv in extra],
             "resolved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -282,7 +307,7 @@ def _resolve_locked(broker: str, version: str, root: Path) -> Distribution:
         }
         manifest["resolve_s"] = round(time.monotonic() - t0, 1)
         (work / "dist" / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        dest = root / version
+        dest = root / _entry(version, libraries)
         if dest.exists():
             shutil.rmtree(dest)  # an incomplete earlier attempt (its manifest did not check out)
         os.replace(work / "dist", dest)
