@@ -34,6 +34,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from brokerbench.operators.spark import SHORT_JOB_CONF
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import (  # noqa: E402
     build_synthetic_run,
@@ -55,11 +57,14 @@ REFERENCE_JOB = Path(__file__).resolve().parent / "aggregate_reference.py"
 RUNS = ["a_fixture", "b_edges", "c_sweep_only", "d_warmup_only", "e_empty"]
 
 
-def spark_submit(job: Path, run_dirs: list[Path], py_files: str | None = None) -> subprocess.CompletedProcess:
+def spark_submit(job: Path, run_dirs: list[Path], py_files: str | None = None,
+                 conf: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     args = [str(bin_dir / "spark-submit"), "--master", "local[2]"]
+    for k, v in (conf or {}).items():
+        args += ["--conf", f"{k}={v}"]
     if py_files:
         args += ["--py-files", py_files]
     args.append(str(job))
@@ -158,7 +163,10 @@ def outputs(tmp_path_factory):
     script_only.mkdir()
     shutil.copy(NEW_JOB, script_only / "aggregate.py")
     # ... and the runs as one --run-dir glob
-    new = spark_submit(script_only / "aggregate.py", [new_dirs[0].parent / "*"], py_files=build_zip(base / "py_files"))
+    # the new job as the Airflow operator submits it (interpreted, not re-planned: SHORT_JOB_CONF), the reference
+    # with Spark's defaults: the outputs may not depend on how Spark runs the queries
+    new = spark_submit(script_only / "aggregate.py", [new_dirs[0].parent / "*"], py_files=build_zip(base / "py_files"),
+                       conf=SHORT_JOB_CONF)
     return {"reference": reference, "new": new, "reference_dirs": reference_dirs, "new_dirs": new_dirs}
 
 

@@ -17,13 +17,22 @@ from brokerbench.operators.base import log, run_context, run_type_and_ts
 from brokerbench.pipeline.analysis import has_measurements, history_uri, publish_history, record_run_meta
 from brokerbench.pipeline.context import PROJECT_ROOT
 
-#: JVM options of the driver of the operators' jobs (unless the connection or the task sets
-#: ``spark.driver.extraJavaOptions``). Each job aggregates or appends one run: seconds of work on a cold JVM,
-#: most of it query planning and code generation run once. The client compiler alone (C1) compiles that code
-#: sooner than the default tiered C2; the aggregation of one smoke run took 24.2 s and 25.3 s of wall time
-#: with it against 29.1 s and 28.0 s without, alternating in one loop on the 2-core machine
-#: (docs/aggregation-and-report.md, "Time to answer"). Long jobs over many runs (bench/) are submitted without it.
-SHORT_JOB_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: Spark conf of the operators' jobs, each a default the connection's ``extra.conf`` or the task's ``conf``
+#: overrides. Each job aggregates or appends one run: a few thousand rows, seconds of work on a cold JVM that
+#: go almost all to planning the queries and compiling them, not to running them. So the driver's JIT is the
+#: client compiler alone (C1 compiles sooner than tiered C2), the queries are not re-planned stage by stage
+#: (adaptive execution), and their operators and expressions are interpreted instead of compiled to Java
+#: (whole-stage code generation off; ``spark.sql.codegen.factoryMode`` is Spark's own switch for expression
+#: code generation, internal but honoured). bench/spark_short_jobs.py measures it, alternating both ways in one
+#: loop (docs/aggregation-and-report.md, "Time to answer"); the outputs are the same byte for byte
+#: (tests/integration/test_aggregate_equality.py runs with this conf). Long jobs over many runs (bench/) are
+#: submitted without it.
+SHORT_JOB_CONF = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 #: The Spark connection brokerbench uses. Defined by the project (Makefile,
 #: Dockerfile); its absence is an error, never a silent fallback to yarn.
@@ -73,8 +82,7 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
         """spark-submit with the connection's master, nothing forced: the driver runs here (client mode) with
         this Python; executors use the cluster's Python (``PYSPARK_PYTHON`` is set to this one only for
         ``local[...]`` masters). Extra Spark conf comes from the connection's ``extra.conf`` (e.g.
-        ``spark.driver.host`` where executors must reach this worker, ``spark.pyspark.python``); the driver's JVM
-        options default to SHORT_JOB_DRIVER_JAVA_OPTIONS. For an
+        ``spark.driver.host`` where executors must reach this worker, ``spark.pyspark.python``) over SHORT_JOB_CONF. For an
         s3:// results root the driver gets the results store's credentials and endpoint as ``AWS_*``
         environment variables; the job hands them to its executors, which read the run from S3."""
         conn = BaseHook.get_connection(self._conn_id)
@@ -84,8 +92,7 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
             env["PYSPARK_PYTHON"] = sys.executable
         if results_root and results_root.startswith("s3://"):
             env.update(s3_environment())
-        self.conf = {"spark.driver.extraJavaOptions": SHORT_JOB_DRIVER_JAVA_OPTIONS,
-                     **(extra.get("conf") or {}), **(self.conf or {})}
+        self.conf = {**SHORT_JOB_CONF, **(extra.get("conf") or {}), **(self.conf or {})}
         self.application_args = args
         self.env_vars = {**env, **(self.env_vars or {})}
         self.py_files = self.py_files or spark_py_files()
