@@ -10,8 +10,12 @@ settings, one line per phase, and the agreement table (ratio = brokerbench /
 vendor per percentile); stops every JVM it started (the tool runs end with
 their phase, the broker with the environment's teardown).
 
-    .venv/bin/python bench/crosscheck.py --broker rabbitmq [--seconds 10] [--rates 1000,10000] [--sizes 100,1024]
-                                         [--drivers pika] [--no-max] [--json out.json]
+    .venv/bin/python bench/crosscheck.py --broker rabbitmq [--seconds 10] [--warmup 5] [--rates 1000,10000]
+                                         [--sizes 100,1024] [--drivers pika] [--no-max] [--version V] [--json out.json]
+
+Each phase runs --warmup seconds more than --seconds, and both sides leave those first seconds out of their
+figures where the vendor tool can (Kafka's ProducerPerformance from 4.2, Pulsar's PerformanceProducer; not
+PerfTest, whose rows say "whole run").
 """
 
 from __future__ import annotations
@@ -28,18 +32,14 @@ from brokerbench.environments.base import EnvironmentFailure
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", required=True, choices=sorted(crosscheck.TOOLS))
-    ap.add_argument("--seconds", type=float, default=10.0, help="length of each phase, s")
-    ap.add_argument("--rates", default="1000,10000", help="fixed rates, msg/s")
-    ap.add_argument("--sizes", default="100,1024", help="message sizes, bytes")
-    ap.add_argument("--drivers", default=None, help="brokerbench drivers (default: every driver of the broker)")
-    ap.add_argument("--no-max", action="store_true", help="skip the producer-only max-rate probe")
+    crosscheck.add_phase_arguments(ap)
+    ap.add_argument("--version", help="the broker version to deploy (default: the local environment's)")
     ap.add_argument("--json", default=None, help="also write the result (rows, settings, provenance) here")
     args = ap.parse_args()
     try:
         result, _ = crosscheck.calibrate_local(
-            args.broker, None, rates=tuple(float(x) for x in args.rates.split(",")),
-            sizes=tuple(int(x) for x in args.sizes.split(",")), seconds=args.seconds, max_probe=not args.no_max,
-            drivers=tuple(args.drivers.split(",")) if args.drivers else None)
+            args.broker, None, settings={"broker_versions": {args.broker: args.version}} if args.version else None,
+            **crosscheck.phase_kwargs(args))
     except EnvironmentFailure as e:  # e.g. the vendor tool at this version is not in the registry
         raise SystemExit(f"crosscheck: {e}") from None
     print("settings:", json.dumps(result["settings"]))

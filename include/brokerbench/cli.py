@@ -14,7 +14,7 @@
                                           task is named on the terminal, the full log
                                           is <results root>/logs/<dag>-<time>-<pid>-<rand>.log
                                           (for s3://, in the local staging copy)
-    brokerbench calibrate --broker rabbitmq [--seconds 10] [--rates 1000,10000] [--sizes 100,1024]
+    brokerbench calibrate --broker rabbitmq [--seconds 10] [--warmup 5] [--rates 1000,10000] [--sizes 100,1024]
                       [--endpoint JSON --version V] [--results-root DIR]
                                           the vendor's perf tool and brokerbench's worker on one
                                           broker (brokerbench.crosscheck); without --endpoint the
@@ -536,10 +536,7 @@ def _cmd_calibrate(args) -> int:
         print("brokerbench: calibrate writes to a local results root (give --results-root DIR)", file=sys.stderr)
         return EXIT_REFUSED
     say = functools.partial(print, "brokerbench:", flush=True)
-    kwargs: dict[str, Any] = {
-        "rates": tuple(float(x) for x in args.rates.split(",")), "sizes": tuple(int(x) for x in args.sizes.split(",")),
-        "seconds": args.seconds, "max_probe": not args.no_max,
-        "drivers": tuple(args.drivers.split(",")) if args.drivers else None}
+    kwargs = crosscheck.phase_kwargs(args)
     try:
         if args.endpoint:
             ep = json.loads(args.endpoint)
@@ -582,11 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     p_cal = sub.add_parser("calibrate", help="the broker vendor's perf tool and brokerbench's worker on one broker: "
                                              "an agreement table in the results root")
     p_cal.add_argument("--broker", required=True, choices=["kafka", "pulsar", "rabbitmq"])
-    p_cal.add_argument("--seconds", type=float, default=10.0, help="length of each phase, s (default 10)")
-    p_cal.add_argument("--rates", default="1000,10000", help="fixed rates, msg/s (default 1000,10000)")
-    p_cal.add_argument("--sizes", default="100,1024", help="message sizes, bytes (default 100,1024)")
-    p_cal.add_argument("--drivers", help="brokerbench drivers (default: every driver of the broker)")
-    p_cal.add_argument("--no-max", action="store_true", help="skip the producer-only max-rate probe")
+    from brokerbench.crosscheck import add_phase_arguments
+
+    add_phase_arguments(p_cal)
     p_cal.add_argument("--endpoint", help="an already deployed broker: its endpoint as JSON (e.g. "
                                           "'{\"bootstrap_servers\": \"10.0.0.5:9092\"}'); default: deploy locally")
     p_cal.add_argument("--version", help="the deployed broker's version (with --endpoint)")

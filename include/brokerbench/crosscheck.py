@@ -171,15 +171,24 @@ def parse_perf_test(text: str) -> ToolFigures:
 PARSERS = {"kafka": parse_kafka_producer_performance, "pulsar": parse_pulsar_perf, "rabbitmq": parse_perf_test}
 
 
-def summarise_worker_output(lines: list[str]) -> ToolFigures:
-    """brokerbench's worker result file (JSON lines): intervals' histograms merged, acked / load_s."""
+def summarise_worker_output(lines: list[str], warmup_s: float = 0.0) -> ToolFigures:
+    """brokerbench's worker result file (JSON lines): intervals' histograms merged, acked / load_s. With
+    ``warmup_s``, the intervals that start in the phase's first ``warmup_s`` seconds are left out, and the
+    achieved rate is the kept intervals' acked messages over their length."""
     hs = {k: LogHistogram() for k in ("publish_latency_us", "e2e_latency_us")}
     end: dict[str, Any] = {}
+    phase_start: int | None = None
+    kept_acked, kept_ns = 0, 0
     for line in lines:
         if not line.strip():
             continue
         r = json.loads(line)
         if r.get("record") == "interval":
+            phase_start = r["start_ns"] if phase_start is None else phase_start
+            if r["start_ns"] - phase_start < warmup_s * 1e9:
+                continue
+            kept_acked += r.get("acked") or 0
+            kept_ns += r["end_ns"] - r["start_ns"]
             for k in hs:
                 if r.get(k):
                     hs[k].merge(LogHistogram.from_dict(r[k]))
@@ -192,12 +201,15 @@ def summarise_worker_output(lines: list[str]) -> ToolFigures:
 
     acked = (end.get("totals") or {}).get("acked")
     load_s = end.get("load_s") or 0
+    if warmup_s > 0:
+        acked, load_s = kept_acked, kept_ns / 1e9
     return ToolFigures(achieved_msg_s=(acked / load_s) if acked and load_s else None,
                        publish_p50_ms=ms("publish_latency_us", 50), publish_p99_ms=ms("publish_latency_us", 99),
                        publish_p999_ms=ms("publish_latency_us", 99.9), e2e_p50_ms=ms("e2e_latency_us", 50),
                        e2e_p99_ms=ms("e2e_latency_us", 99), e2e_p999_ms=ms("e2e_latency_us", 99.9),
                        records=acked,
                        note=f"worker {end.get('status', 'no end record')}"
+                            + (f", first {warmup_s:g} s left out" if warmup_s > 0 else "")
                             + (f": {end.get('error')}" if end.get("error") else ""))
 
 
@@ -306,44 +318,57 @@ def _log4j2_console(work: Path) -> str:
     return str(conf)
 
 
+def tool_leaves_out_warmup(broker: str, dist: distributions.Distribution) -> bool:
+    """Whether the vendor tool can leave its first seconds out of its figures: ProducerPerformance from Kafka
+    4.2 (``--warmup-records``, KIP-1052), PerformanceProducer (``--warmup-time``); PerfTest cannot."""
+    if broker == "kafka":
+        m = re.match(r"^(\d+)\.(\d+)", dist.version)
+        return m is not None and (int(m.group(1)), int(m.group(2))) >= (4, 2)
+    return broker == "pulsar"
+
+
 def vendor_argv(broker: str, dist: distributions.Distribution, endpoint: dict[str, Any], topic: str, rate: float,
-                size: int, seconds: float, work: Path) -> list[str]:
-    """The vendor tool's command line (rate 0: unthrottled)."""
+                size: int, seconds: float, work: Path, warmup_s: float = 0.0) -> list[str]:
+    """The vendor tool's command line (rate 0: unthrottled): ``warmup_s`` and then ``seconds`` (the warm-up
+    left out of the figures where the tool can: :func:`tool_leaves_out_warmup`)."""
     jvm = [distributions.java(), f"-Xmx{TOOL_HEAP_MB}m", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true"]
     if broker == "kafka":
         props = SETTINGS["kafka"]["driver"]["producerConfig"].split("\n")
-        records = int(rate * seconds) if rate > 0 else int(400_000 * seconds)
+        per_s = rate if rate > 0 else 400_000
+        warm = ["--warmup-records", str(int(per_s * warmup_s))] if warmup_s > 0 and tool_leaves_out_warmup(
+            broker, dist) else []
         return [*jvm, "-cp", dist.classpath(), "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
-                "--num-records", str(max(records, 1)), "--record-size", str(size),
-                "--throughput", str(int(rate)) if rate > 0 else "-1",
+                "--num-records", str(max(int(per_s * (seconds + warmup_s)), 1)), "--record-size", str(size),
+                "--throughput", str(int(rate)) if rate > 0 else "-1", *warm,
                 "--producer-props", f"bootstrap.servers={endpoint['bootstrap_servers']}", *props]
     if broker == "pulsar":
         p = SETTINGS["pulsar"]["driver"]["producer"]
         return [*jvm, f"-Dlog4j2.configurationFile={_log4j2_console(work)}", "-cp", dist.classpath(),
                 "org.apache.pulsar.testclient.PerformanceProducer", "--service-url", endpoint["service_url"],
-                "--rate", str(int(rate)), "--size", str(size), "--test-duration", str(int(seconds)),
+                "--rate", str(int(rate)), "--size", str(size), "--test-duration", str(int(seconds + warmup_s)),
+                "--warmup-time", f"{warmup_s:g}",
                 "--batch-time-window", str(p["batchingMaxPublishDelayMs"]),
                 "--max-outstanding", str(p["pendingQueueSize"]), f"persistent://public/default/{topic}"]
     uri = endpoint["amqp_uris"][0]
     return [*jvm, "-cp", dist.classpath(), "com.rabbitmq.perf.PerfTest", "--uri", uri, "--producers", "1",
-            "--consumers", "1" if rate > 0 else "0", "--size", str(size), "--time", str(int(seconds)),
+            "--consumers", "1" if rate > 0 else "0", "--size", str(size), "--time", str(int(seconds + warmup_s)),
             "--confirm", "10000", "--queue", topic, "--auto-delete", "true",
             *(["--rate", str(int(rate))] if rate > 0 else [])]
 
 
 def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str, Any], rate: float, size: int,
-               seconds: float, work: Path) -> tuple[ToolFigures, str]:
+               seconds: float, work: Path, warmup_s: float = 0.0) -> tuple[ToolFigures, str]:
     """Run the vendor tool once; its figures and its output (kept in ``work``). The JVM is stopped
     (its process group) when it overruns."""
     topic = f"xcheck-{uuid.uuid4().hex[:8]}"
     if broker != "rabbitmq":  # the topic exists before the tool starts, as for the worker (1 partition)
         from .worker.runner import prepare_job
         prepare_job(worker_job(broker, endpoint, CLIENT_LIBRARIES[broker][0], rate, size, seconds, topic=topic))
-    argv = vendor_argv(broker, dist, endpoint, topic, rate, size, seconds, work)
+    argv = vendor_argv(broker, dist, endpoint, topic, rate, size, seconds, work, warmup_s)
     proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
-        text, _ = proc.communicate(timeout=seconds * 3 + 60)
+        text, _ = proc.communicate(timeout=(seconds + warmup_s) * 3 + 60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -353,13 +378,17 @@ def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str
             text, _ = proc.communicate()
     (work / f"{broker}-vendor-{topic}.log").write_text(text)
     figures = PARSERS[broker](text)
+    if warmup_s > 0:
+        figures.note += (f"; first {warmup_s:g} s left out" if tool_leaves_out_warmup(broker, dist)
+                         else f"; whole run: {TOOL_NAMES[broker]} {dist.version} cannot leave its first "
+                              f"{warmup_s:g} s out")
     if proc.returncode not in (0, None) and figures.achieved_msg_s is None:
         figures.note += f"; exit {proc.returncode}: " + " | ".join(text.strip().splitlines()[-3:])[:300]
     return figures, text
 
 
 def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float, size: int,
-               seconds: float, topic: str | None = None) -> dict[str, Any]:
+               seconds: float, topic: str | None = None, interval_s: float | None = None) -> dict[str, Any]:
     """brokerbench's job for one phase (on a fresh topic unless ``topic`` is given): producer-only for Kafka /
     Pulsar and the max probe, producer + 1 consumer for RabbitMQ at a fixed rate (as PerfTest)."""
     consumers = 1 if (broker == "rabbitmq" and rate > 0) else 0
@@ -370,13 +399,13 @@ def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float,
     return {"worker": "crosscheck-0", "phase": "measure", "workload_id": "crosscheck", "broker": broker,
             "variant": "fsync-off", "workload": workload, "driver": SETTINGS[broker]["driver"], "endpoint": endpoint,
             "topics": [topic], "subscriptions": ["sub-0"] if consumers else [], "duration_s": seconds,
-            "interval_s": max(1.0, min(10.0, seconds / 3)), "rate_msg_s": rate, "producers_per_topic": 1,
+            "interval_s": interval_s or max(1.0, min(10.0, seconds / 3)), "rate_msg_s": rate, "producers_per_topic": 1,
             "consumers_per_subscription": consumers, "consumers_in_subscription": consumers or None,
             "client_library": library, "probe_timeout_s": 60, "drain_timeout_s": 10,
             "kind": "latency" if consumers else "producer-only"}
 
 
-def run_worker(job: dict[str, Any], work: Path, seconds: float) -> ToolFigures:
+def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float = 0.0) -> ToolFigures:
     """``python -m brokerbench.worker run`` for ``job`` (topics prepared first); its merged figures."""
     from .worker.runner import prepare_job
 
@@ -388,7 +417,7 @@ def run_worker(job: dict[str, Any], work: Path, seconds: float) -> ToolFigures:
     proc = subprocess.run([sys.executable, "-m", "brokerbench.worker", "run", "--job", str(jp), "--out", str(out)],
                           capture_output=True, text=True, env=env, timeout=seconds * 3 + 120)
     (work / f"{job['topics'][0]}.worker.log").write_text(proc.stdout + proc.stderr)
-    figures = summarise_worker_output(out.read_text().splitlines() if out.exists() else [])
+    figures = summarise_worker_output(out.read_text().splitlines() if out.exists() else [], warmup_s)
     if proc.returncode != 0 and figures.achieved_msg_s is None:
         figures.note += "; " + " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-2:])[:300]
     return figures
@@ -408,8 +437,10 @@ TOOL_NAMES = {"kafka": "ProducerPerformance", "pulsar": "PerformanceProducer", "
 
 def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, rates=(1000.0, 10000.0),
                sizes=(100, 1024), seconds: float = 10.0, max_probe: bool = True, drivers: tuple[str, ...] | None = None,
-               work_dir: str | os.PathLike[str] | None = None, say=print) -> dict[str, Any]:
-    """Both sides on one deployed broker, alternating; returns {"rows", "settings", "provenance"}."""
+               work_dir: str | os.PathLike[str] | None = None, say=print, warmup_s: float = 0.0) -> dict[str, Any]:
+    """Both sides on one deployed broker, alternating; returns {"rows", "settings", "provenance"}.
+    ``warmup_s``: every phase runs that much longer and its first ``warmup_s`` seconds are left out of both
+    sides' figures (where the vendor tool can: :func:`tool_leaves_out_warmup`; its row's note says so)."""
     work = Path(work_dir or tempfile.mkdtemp(prefix="bb-crosscheck-"))
     work.mkdir(parents=True, exist_ok=True)
     dist = tool_distribution(broker, version)
@@ -421,20 +452,23 @@ def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, ra
     for phase, rate, size in phases:
         label = f"{int(rate)} msg/s {size} B" if rate else f"max rate {size} B"
         t0 = time.monotonic()
-        figs, _ = run_vendor(broker, dist, endpoint, rate, size, seconds, work)
+        figs, _ = run_vendor(broker, dist, endpoint, rate, size, seconds, work, warmup_s)
         ms.append(Measurement(broker, VENDOR, tool, phase, rate or None, size, seconds, figs))
         say(f"crosscheck {broker} {label}: {tool}: {figs.achieved_msg_s} msg/s, publish p50 {figs.publish_p50_ms} ms "
             f"({time.monotonic() - t0:.0f} s)")
         for lib in drivers:
             t0 = time.monotonic()
-            figs = run_worker(worker_job(broker, endpoint, lib, rate, size, seconds), work, seconds)
+            figs = run_worker(worker_job(broker, endpoint, lib, rate, size, seconds + warmup_s,
+                                         interval_s=1.0 if warmup_s > 0 else None), work, seconds + warmup_s,
+                              warmup_s)
             ms.append(Measurement(broker, BROKERBENCH, f"{lib} {library_version(lib)}", phase, rate or None, size,
                                   seconds, figs))
             say(f"crosscheck {broker} {label}: brokerbench+{lib}: {figs.achieved_msg_s} msg/s, publish p50 "
                 f"{figs.publish_p50_ms} ms ({time.monotonic() - t0:.0f} s)")
     return {"rows": agreement_table(ms), "measurements": [asdict(m) for m in ms],
             "settings": {"broker": broker, "described": SETTINGS[broker]["described"],
-                         "driver": SETTINGS[broker]["driver"], "seconds_per_phase": seconds,
+                         "driver": SETTINGS[broker]["driver"], "seconds_per_phase": seconds, "warmup_s": warmup_s,
+                         "vendor_leaves_out_warmup": tool_leaves_out_warmup(broker, dist),
                          "rates_msg_s": list(rates), "sizes_B": list(sizes), "max_probe": max_probe,
                          "tool_heap_mb": TOOL_HEAP_MB, "variant": "fsync-off"},
             "provenance": {"broker": broker, "broker_version": version, "tool": TOOL_NAMES[broker],
@@ -458,6 +492,30 @@ def write_results(result: dict[str, Any], dest: str | os.PathLike[str]) -> dict[
     (d / "agreement.json").write_text(json.dumps({k: result[k] for k in ("rows", "settings", "provenance")},
                                                  indent=1) + "\n")
     return {"csv": str(d / "agreement.csv"), "json": str(d / "agreement.json")}
+
+
+#: the leading seconds of every phase left out of both sides' figures, by default (the vendor tools measure from
+#: their first message: JVM start, metadata and JIT compilation show in their tails, docs/benchmarks-harness.md)
+DEFAULT_WARMUP_S = 5.0
+
+
+def add_phase_arguments(ap) -> None:
+    """The phase options of ``bench/crosscheck.py`` and ``brokerbench calibrate`` (an argparse parser)."""
+    ap.add_argument("--seconds", type=float, default=10.0, help="measured length of each phase, s (default 10)")
+    ap.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S,
+                    help=f"seconds run before each phase's measured seconds and left out of both sides' figures "
+                         f"where the vendor tool can (default {DEFAULT_WARMUP_S:g}; 0: the whole run)")
+    ap.add_argument("--rates", default="1000,10000", help="fixed rates, msg/s (default 1000,10000)")
+    ap.add_argument("--sizes", default="100,1024", help="message sizes, bytes (default 100,1024)")
+    ap.add_argument("--drivers", help="brokerbench drivers (default: every driver of the broker)")
+    ap.add_argument("--no-max", action="store_true", help="skip the producer-only max-rate probe")
+
+
+def phase_kwargs(args) -> dict[str, Any]:
+    """:func:`crosscheck`'s keyword arguments from the options of :func:`add_phase_arguments`."""
+    return {"rates": tuple(float(x) for x in args.rates.split(",")), "sizes": tuple(int(x) for x in args.sizes.split(",")),
+            "seconds": args.seconds, "warmup_s": args.warmup, "max_probe": not args.no_max,
+            "drivers": tuple(args.drivers.split(",")) if args.drivers else None}
 
 
 #: broker JVM heaps of a local cross-check on a 2-core machine that also runs the tool and the worker, MB

@@ -57,12 +57,50 @@ def test_output_without_figures_says_so():
     assert xc.parse_perf_test("").publish_p50_ms is None
 
 
-def _worker_lines(latencies_us: list[int], acked: int, load_s: float) -> list[str]:
+def _interval(i: int, latencies_us: list[int], acked: int, seconds: float = 1.0) -> str:
     h = LogHistogram()
     h.record_many(latencies_us)
-    return [json.dumps({"record": "interval", "publish_latency_us": h.to_dict(), "e2e_latency_us": None}),
+    start = 10**12 + int(i * seconds * 1e9)
+    return json.dumps({"record": "interval", "index": i, "start_ns": start, "end_ns": start + int(seconds * 1e9),
+                       "acked": acked, "publish_latency_us": h.to_dict(), "e2e_latency_us": None})
+
+
+def _worker_lines(latencies_us: list[int], acked: int, load_s: float) -> list[str]:
+    return [_interval(0, latencies_us, acked, load_s),
             json.dumps({"record": "end", "status": "ok", "error": None, "totals": {"acked": acked},
                         "load_s": load_s})]
+
+
+def test_the_warmup_is_left_out_of_the_worker_figures():
+    # 3 s of warm-up with 400 ms latencies and a slow start, then 5 s at 1 ms and 1,000 msg/s
+    lines = [_interval(i, [400_000] * 10, 200) for i in range(3)]
+    lines += [_interval(i, [1000] * 100, 1000) for i in range(3, 8)]
+    lines.append(json.dumps({"record": "end", "status": "ok", "totals": {"acked": 5600}, "load_s": 8.0}))
+    whole = xc.summarise_worker_output(lines)
+    assert whole.publish_p99_ms == pytest.approx(400, rel=0.05) and whole.achieved_msg_s == 700
+    steady = xc.summarise_worker_output(lines, warmup_s=3)
+    assert steady.publish_p99_ms == pytest.approx(1.0, rel=0.05) and steady.achieved_msg_s == 1000
+    assert steady.note == "worker ok, first 3 s left out"
+
+
+def test_the_vendor_tools_leave_out_their_warmup_where_they_can(tmp_path):
+    from brokerbench.environments.machine import distributions as d
+
+    def argv(broker, version, warmup_s):
+        dist = d.Distribution(xc.TOOLS[broker], version, tmp_path, "maven", "log4j2", {})
+        ep = {"bootstrap_servers": "127.0.0.1:9092", "service_url": "pulsar://127.0.0.1:6650",
+              "amqp_uris": ["amqp://127.0.0.1"]}
+        return xc.vendor_argv(broker, dist, ep, "t", 1000, 100, 10, tmp_path, warmup_s)
+
+    k42 = argv("kafka", "4.2.0", 5)  # KIP-1052: Kafka 4.2's ProducerPerformance has --warmup-records
+    assert k42[k42.index("--num-records") + 1] == "15000" and k42[k42.index("--warmup-records") + 1] == "5000"
+    k41 = argv("kafka", "4.1.1", 5)  # 4.1 has none: the whole 15 s count, and the row's note says so
+    assert "--warmup-records" not in k41 and k41[k41.index("--num-records") + 1] == "15000"
+    pulsar = argv("pulsar", "4.0.6", 5)
+    assert pulsar[pulsar.index("--warmup-time") + 1] == "5" and pulsar[pulsar.index("--test-duration") + 1] == "15"
+    assert argv("pulsar", "4.0.6", 0)[pulsar.index("--warmup-time") + 1] == "0"  # not its default of 1 s
+    perftest = argv("rabbitmq", xc.PERF_TEST_VERSION, 5)
+    assert perftest[perftest.index("--time") + 1] == "15"
 
 
 def test_worker_output_is_merged_into_the_same_figures():
