@@ -67,6 +67,9 @@ TOOLS = {"kafka": "kafka-tools", "pulsar": "pulsar-testclient", "rabbitmq": "per
 #: subcommands, with their latency recorders, before it runs one: 256 MB end in OutOfMemoryError at its start
 TOOL_HEAP_MB = {"kafka": 256, "pulsar": 512, "rabbitmq": 256}
 
+#: pulsar-perf's rate for the unthrottled probe, msg/s
+PULSAR_PERF_UNTHROTTLED = 100_000_000
+
 #: the settings both sides use, per broker: the OMB driver dict brokerbench's worker gets, and what is printed
 SETTINGS: dict[str, dict[str, Any]] = {
     "kafka": {
@@ -140,11 +143,11 @@ def parse_pulsar_perf(text: str) -> ToolFigures:
     ``Aggregated latency stats --- Latency: mean: .. ms - med: .. - 95pct: .. - 99pct: .. - 99.9pct: ..``."""
     out = ToolFigures(note="PerformanceProducer: aggregated stats")
     m = re.search(rf"Aggregated throughput stats --- (\d+) records sent --- {_NUM} msg/s", text)
-    if m:
+    if m and int(m.group(1)) > 0:  # nothing sent (it stopped on an error): its zeros are no figures
         out.records, out.achieved_msg_s = int(m.group(1)), _f(m.group(2))
     m = re.search(rf"Aggregated latency stats --- Latency: mean:\s*{_NUM} ms - med:\s*{_NUM} - 95pct:\s*{_NUM} - "
                   rf"99pct:\s*{_NUM} - 99\.9pct:\s*{_NUM}", text)
-    if m:
+    if m and out.records:
         out.publish_p50_ms, out.publish_p99_ms, out.publish_p999_ms = _f(m.group(2)), _f(m.group(4)), _f(m.group(5))
     if out.achieved_msg_s is None and out.publish_p50_ms is None:
         out.note = "no PerformanceProducer summary in the output"
@@ -350,7 +353,9 @@ def vendor_argv(broker: str, dist: distributions.Distribution, endpoint: dict[st
         return [*jvm, f"-Dlog4j2.configurationFile={_log4j2_console(work)}", "-cp", dist.classpath(),
                 "org.apache.pulsar.testclient.PulsarPerfTestTool", str(client_conf), "produce",
                 "--service-url", endpoint["service_url"],
-                "--rate", str(int(rate)), "--size", str(size), "--test-duration", str(int(seconds + warmup_s)),
+                # it refuses rate 0 ("rate must be positive"): unthrottled is a rate no producer reaches here
+                "--rate", str(int(rate)) if rate > 0 else str(PULSAR_PERF_UNTHROTTLED), "--size", str(size),
+                "--test-duration", str(int(seconds + warmup_s)),
                 "--warmup-time", f"{warmup_s:g}",
                 "--batch-time-window", str(p["batchingMaxPublishDelayMs"]),
                 "--max-outstanding", str(p["pendingQueueSize"]), f"persistent://public/default/{topic}"]

@@ -51,8 +51,21 @@ def test_pulsar_perf_aggregated_lines_are_parsed():
     assert (f.publish_p50_ms, f.publish_p99_ms, f.publish_p999_ms) == (2.101, 5.523, 12.991)
 
 
+def test_pulsar_perf_output_captured_from_the_tool():
+    # pulsar-perf produce of pulsar-testclient 4.0.6 on the 4.0.7 libraries, 1,000 msg/s, 1 s warm-up + 3 s
+    f = xc.parse_pulsar_perf((DATA / "pulsar-perf-produce-4.0.6.txt").read_text())
+    assert f.records == 4001 and f.achieved_msg_s == pytest.approx(399.787)  # over its 10 s report period
+    assert (f.publish_p50_ms, f.publish_p99_ms, f.publish_p999_ms) == (3.891, 26.92, 36.252)
+
+
 def test_output_without_figures_says_so():
     assert xc.parse_pulsar_perf("Exception in thread main").note.startswith("no PerformanceProducer")
+    stopped = xc.parse_pulsar_perf(  # pulsar-perf stopped on an error prints its summary with zeros
+        "java.lang.IllegalArgumentException: rate must be positive\n"
+        "Aggregated throughput stats --- 0 records sent --- 0.000 msg/s --- 0.000 Mbit/s\n"
+        "Aggregated latency stats --- Latency: mean:   0.000 ms - med:   0.000 - 95pct:   0.000 - 99pct:   0.000 - "
+        "99.9pct:   0.000 - 99.99pct:   0.000 - 99.999pct:   0.000 - Max:   0.000\n")
+    assert (stopped.achieved_msg_s, stopped.publish_p50_ms) == (None, None)
     assert xc.parse_kafka_producer_performance("").achieved_msg_s is None
     assert xc.parse_perf_test("").publish_p50_ms is None
 
@@ -99,6 +112,9 @@ def test_the_vendor_tools_leave_out_their_warmup_where_they_can(tmp_path):
     pulsar = argv("pulsar", "4.0.6", 5)
     assert pulsar[pulsar.index("--warmup-time") + 1] == "5" and pulsar[pulsar.index("--test-duration") + 1] == "15"
     assert argv("pulsar", "4.0.6", 0)[pulsar.index("--warmup-time") + 1] == "0"  # not its default of 1 s
+    unthrottled = xc.vendor_argv("pulsar", d.Distribution("pulsar-testclient", "4.0.6", tmp_path, "maven", "log4j2",
+                                                          {}), {"service_url": "pulsar://x"}, "t", 0, 100, 10, tmp_path)
+    assert int(unthrottled[unthrottled.index("--rate") + 1]) > 0  # pulsar-perf refuses 0
     perftest = argv("rabbitmq", xc.PERF_TEST_VERSION, 5)
     assert perftest[perftest.index("--time") + 1] == "15"
 
