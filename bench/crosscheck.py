@@ -14,8 +14,8 @@ their phase, the broker with the environment's teardown).
                                          [--sizes 100,1024] [--drivers pika] [--no-max] [--version V] [--json out.json]
 
 Each phase runs --warmup seconds more than --seconds, and both sides leave those first seconds out of their
-figures where the vendor tool can (Kafka's ProducerPerformance from 4.2, Pulsar's PerformanceProducer; not
-PerfTest, whose rows say "whole run").
+figures where the vendor tool can (Kafka's ProducerPerformance from 4.2, Pulsar's pulsar-perf); where it cannot
+(PerfTest, ProducerPerformance before 4.2), both sides keep the whole run and the vendor's rows say "whole run".
 """
 
 from __future__ import annotations

@@ -454,7 +454,8 @@ def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, ra
                work_dir: str | os.PathLike[str] | None = None, say=print, warmup_s: float = 0.0) -> dict[str, Any]:
     """Both sides on one deployed broker, alternating; returns {"rows", "settings", "provenance"}.
     ``warmup_s``: every phase runs that much longer and its first ``warmup_s`` seconds are left out of both
-    sides' figures (where the vendor tool can: :func:`tool_leaves_out_warmup`; its row's note says so)."""
+    sides' figures where the vendor tool can (:func:`tool_leaves_out_warmup`); where it cannot, both sides keep
+    the whole run, so that they always measure the same window (the rows' notes and ``seconds`` say which)."""
     work = Path(work_dir or tempfile.mkdtemp(prefix="bb-crosscheck-"))
     work.mkdir(parents=True, exist_ok=True)
     dist = tool_distribution(broker, version)
@@ -462,21 +463,23 @@ def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, ra
     libs = dist.manifest.get("libraries_version") or dist.version
     tool = f"{TOOL_NAMES[broker]} {dist.version}" + (f" (libraries {libs})" if libs != dist.version else "")
     ms: list[Measurement] = []
+    left_out = warmup_s if tool_leaves_out_warmup(broker, dist) else 0.0
+    measured_s = seconds + warmup_s - left_out
     phases = [("fixed", r, s) for s in sizes for r in rates] + ([("max", 0.0, sizes[0])] if max_probe else [])
     for phase, rate, size in phases:
         label = f"{int(rate)} msg/s {size} B" if rate else f"max rate {size} B"
         t0 = time.monotonic()
         figs, _ = run_vendor(broker, dist, endpoint, rate, size, seconds, work, warmup_s)
-        ms.append(Measurement(broker, VENDOR, tool, phase, rate or None, size, seconds, figs))
+        ms.append(Measurement(broker, VENDOR, tool, phase, rate or None, size, measured_s, figs))
         say(f"crosscheck {broker} {label}: {tool}: {figs.achieved_msg_s} msg/s, publish p50 {figs.publish_p50_ms} ms "
             f"({time.monotonic() - t0:.0f} s)")
         for lib in drivers:
             t0 = time.monotonic()
             figs = run_worker(worker_job(broker, endpoint, lib, rate, size, seconds + warmup_s,
-                                         interval_s=1.0 if warmup_s > 0 else None), work, seconds + warmup_s,
-                              warmup_s)
+                                         interval_s=1.0 if left_out > 0 else None), work, seconds + warmup_s,
+                              left_out)
             ms.append(Measurement(broker, BROKERBENCH, f"{lib} {library_version(lib)}", phase, rate or None, size,
-                                  seconds, figs))
+                                  measured_s, figs))
             say(f"crosscheck {broker} {label}: brokerbench+{lib}: {figs.achieved_msg_s} msg/s, publish p50 "
                 f"{figs.publish_p50_ms} ms ({time.monotonic() - t0:.0f} s)")
     return {"rows": agreement_table(ms), "measurements": [asdict(m) for m in ms],
@@ -518,7 +521,8 @@ def add_phase_arguments(ap) -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="measured length of each phase, s (default 10)")
     ap.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S,
                     help=f"seconds run before each phase's measured seconds and left out of both sides' figures "
-                         f"where the vendor tool can (default {DEFAULT_WARMUP_S:g}; 0: the whole run)")
+                         f"where the vendor tool can; where it cannot, both keep the whole run "
+                         f"(default {DEFAULT_WARMUP_S:g})")
     ap.add_argument("--rates", default="1000,10000", help="fixed rates, msg/s (default 1000,10000)")
     ap.add_argument("--sizes", default="100,1024", help="message sizes, bytes (default 100,1024)")
     ap.add_argument("--drivers", help="brokerbench drivers (default: every driver of the broker)")

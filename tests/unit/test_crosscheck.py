@@ -208,3 +208,28 @@ def test_tool_versions_follow_the_broker_with_a_neighbouring_patch_as_fallback(m
     with pytest.raises(d.DistributionError) as e:
         xc.tool_distribution("kafka", "3.9.9")
     assert "3.9.8" in str(e.value) and "3.9.9" in str(e.value)
+
+
+@pytest.mark.parametrize("broker,version,left_out", [("kafka", "4.2.1", 5.0), ("kafka", "4.1.1", 0.0),
+                                                      ("rabbitmq", xc.PERF_TEST_VERSION, 0.0)])
+def test_both_sides_measure_the_same_window(monkeypatch, tmp_path, broker, version, left_out):
+    """The worker leaves the warm-up out only where the vendor tool can; otherwise both keep the whole run."""
+    from brokerbench.environments.machine import distributions as d
+
+    monkeypatch.setattr(xc, "tool_distribution",
+                        lambda b, v: d.Distribution(xc.TOOLS[b], version, tmp_path, "maven", "log4j2", {}))
+    monkeypatch.setattr(xc, "run_vendor", lambda *a, **k: (xc.ToolFigures(achieved_msg_s=1000.0), ""))
+    worker_calls = []
+
+    def run_worker(job, work, seconds, warmup_s=0.0):
+        worker_calls.append((job["duration_s"], job["interval_s"], warmup_s))
+        return xc.ToolFigures(achieved_msg_s=1000.0)
+
+    monkeypatch.setattr(xc, "run_worker", run_worker)
+    monkeypatch.setattr(xc, "library_version", lambda lib: "1")
+    out = xc.crosscheck(broker, {}, version, rates=(1000.0,), sizes=(100,), seconds=10, max_probe=False,
+                        drivers=(xc.CLIENT_LIBRARIES[broker][0],), work_dir=tmp_path, say=lambda *_: None,
+                        warmup_s=5.0)
+    assert worker_calls[0][0] == 15.0 and worker_calls[0][2] == left_out  # always the same length as the tool's
+    assert {r["seconds"] for r in out["rows"]} == {15.0 - left_out}
+    assert out["settings"]["vendor_leaves_out_warmup"] is (left_out > 0)
