@@ -120,10 +120,13 @@ def _f(x: str) -> float | None:
 
 def parse_kafka_producer_performance(text: str) -> ToolFigures:
     """Kafka's ProducerPerformance: the final line ``N records sent, X records/sec (.. MB/sec), A ms avg
-    latency, M ms max latency, P ms 50th, .. ms 95th, P ms 99th, P ms 99.9th.`` (whole milliseconds);
-    without it (the run was stopped), the records and rates of its 5-second window lines."""
-    final = re.findall(rf"(\d+) records sent, {_NUM} records/sec .*?, {_NUM} ms 50th, {_NUM} ms 95th, "
-                       rf"{_NUM} ms 99th, {_NUM} ms 99\.9th", text)
+    latency, M ms max latency, P ms 50th, .. ms 95th, P ms 99th, P ms 99.9th.`` (whole milliseconds), or with a
+    warm-up (``--warmup-records``) the ``N steady state records sent, ...`` line after it; without either (the
+    run was stopped), the records and rates of its 5-second window lines."""
+    summary = (rf"(\d+) {{}}records sent, {_NUM} records/sec .*?, {_NUM} ms 50th, {_NUM} ms 95th, "
+               rf"{_NUM} ms 99th, {_NUM} ms 99\.9th")
+    # with --warmup-records (Kafka 4.2+) the steady state's own summary follows the whole run's
+    final = re.findall(summary.format("steady state "), text) or re.findall(summary.format(""), text)
     if final:
         n, rate, p50, _p95, p99, p999 = final[-1]
         return ToolFigures(achieved_msg_s=_f(rate), publish_p50_ms=_f(p50), publish_p99_ms=_f(p99),

@@ -23,6 +23,14 @@ def test_kafka_producer_performance_summary_line_is_parsed():
     assert "whole ms" in f.note
 
 
+def test_kafka_producer_performance_steady_state_after_its_warmup():
+    # Kafka 4.2.1's ProducerPerformance with --warmup-records 5000 at 1,000 msg/s: the whole run's p99 is 89 ms,
+    # the steady state's 8 ms
+    f = xc.parse_kafka_producer_performance((DATA / "kafka-producer-performance-4.2.1-warmup.txt").read_text())
+    assert (f.records, f.achieved_msg_s) == (10000, pytest.approx(996.512207))
+    assert (f.publish_p50_ms, f.publish_p99_ms, f.publish_p999_ms) == (2.0, 8.0, 18.0)
+
+
 def test_kafka_producer_performance_stopped_before_its_summary_uses_its_windows():
     text = ("249301 records sent, 49850.2 records/sec (4.75 MB/sec), 3.1 ms avg latency, 40.0 ms max latency.\n"
             "250120 records sent, 50014.0 records/sec (4.77 MB/sec), 2.9 ms avg latency, 35.0 ms max latency.\n")
