@@ -49,3 +49,17 @@ def test_kafka_producer_performance_and_the_worker_both_measure(local_env, tmp_p
                            work_dir=tmp_path / "xc")
     both_sides_measured(result, "kafka", CLIENT_LIBRARIES["kafka"])
     assert result["provenance"]["tool_version"] == ep["version"]
+
+
+@pytest.mark.slow
+def test_pulsar_perf_and_the_worker_both_measure_after_a_warmup(local_env, tmp_path):
+    local_env.settings.update(xc.LOCAL_HEAPS)
+    ep = local_env.deploy("pulsar", {}, "fsync-off", {}).to_dict()
+    result = xc.crosscheck("pulsar", ep, ep["version"], rates=(500.0,), sizes=(100,), seconds=3, max_probe=False,
+                           work_dir=tmp_path / "xc", warmup_s=1.0)
+    both_sides_measured(result, "pulsar", CLIENT_LIBRARIES["pulsar"])
+    # pulsar-perf leaves its warm-up out, so the worker does too: both measured 3 s
+    assert result["settings"]["vendor_leaves_out_warmup"] and {r["seconds"] for r in result["rows"]} == {3.0}
+    assert all("first 1 s left out" in r["note"] for r in result["rows"]), xc.format_table(result["rows"])
+    # the tool's libraries are the broker's version, whichever release its own jar is
+    assert result["provenance"]["tool_libraries_version"] == ep["version"]
