@@ -11,7 +11,8 @@ vendor per percentile); stops every JVM it started (the tool runs end with
 their phase, the broker with the environment's teardown).
 
     .venv/bin/python bench/crosscheck.py --broker rabbitmq [--seconds 10] [--warmup 5] [--rates 1000,10000]
-                                         [--sizes 100,1024] [--drivers pika] [--no-max] [--version V] [--json out.json]
+                                         [--sizes 100,1024] [--drivers pika] [--no-max] [--max-processes N] [--version V]
+                                         [--json out.json]
 
 Each phase runs --warmup seconds more than --seconds, and both sides leave those first seconds out of their
 figures where the vendor tool can (Kafka's ProducerPerformance from 4.2, Pulsar's pulsar-perf); where it cannot

@@ -182,42 +182,56 @@ def summarise_worker_output(lines: list[str], warmup_s: float = 0.0) -> ToolFigu
     """brokerbench's worker result file (JSON lines): intervals' histograms merged, acked / load_s. With
     ``warmup_s``, the intervals that start in the phase's first ``warmup_s`` seconds are left out, and the
     achieved rate is the kept intervals' acked messages over their length."""
+    return summarise_worker_outputs([lines], warmup_s)
+
+
+def summarise_worker_outputs(files: list[list[str]], warmup_s: float = 0.0) -> ToolFigures:
+    """The result files of worker processes that ran side by side: histograms merged over all, achieved rates
+    summed (each file's as in :func:`summarise_worker_output`); the note gives each file's end status."""
     hs = {k: LogHistogram() for k in ("publish_latency_us", "e2e_latency_us")}
-    end: dict[str, Any] = {}
-    phase_start: int | None = None
-    kept_acked, kept_ns = 0, 0
-    for line in lines:
-        if not line.strip():
-            continue
-        r = json.loads(line)
-        if r.get("record") == "interval":
-            phase_start = r["start_ns"] if phase_start is None else phase_start
-            if r["start_ns"] - phase_start < warmup_s * 1e9:
+    ends: list[dict[str, Any]] = []
+    achieved: list[float | None] = []
+    for lines in files:
+        end: dict[str, Any] = {}
+        phase_start: int | None = None
+        kept_acked, kept_ns = 0, 0
+        for line in lines:
+            if not line.strip():
                 continue
-            kept_acked += r.get("acked") or 0
-            kept_ns += r["end_ns"] - r["start_ns"]
-            for k in hs:
-                if r.get(k):
-                    hs[k].merge(LogHistogram.from_dict(r[k]))
-        elif r.get("record") == "end":
-            end = r
+            r = json.loads(line)
+            if r.get("record") == "interval":
+                phase_start = r["start_ns"] if phase_start is None else phase_start
+                if r["start_ns"] - phase_start < warmup_s * 1e9:
+                    continue
+                kept_acked += r.get("acked") or 0
+                kept_ns += r["end_ns"] - r["start_ns"]
+                for k in hs:
+                    if r.get(k):
+                        hs[k].merge(LogHistogram.from_dict(r[k]))
+            elif r.get("record") == "end":
+                end = r
+        acked = (end.get("totals") or {}).get("acked")
+        load_s = end.get("load_s") or 0
+        if warmup_s > 0:
+            acked, load_s = kept_acked, kept_ns / 1e9
+        achieved.append((acked / load_s) if acked and load_s else None)
+        ends.append(end)
 
     def ms(k: str, p: float) -> float | None:
         v = hs[k].percentile(p)
         return None if v is None else v / 1000.0
 
-    acked = (end.get("totals") or {}).get("acked")
-    load_s = end.get("load_s") or 0
-    if warmup_s > 0:
-        acked, load_s = kept_acked, kept_ns / 1e9
-    return ToolFigures(achieved_msg_s=(acked / load_s) if acked and load_s else None,
+    statuses = [e.get("status", "no end record") for e in ends]
+    note = ("worker " if len(files) == 1 else f"{len(files)} worker processes: ") + (
+        statuses[0] if len(set(statuses)) == 1 else ", ".join(statuses))
+    note += f", first {warmup_s:g} s left out" if warmup_s > 0 else ""
+    errors = sorted({str(e["error"]) for e in ends if e.get("error")})
+    note += (": " + "; ".join(errors)) if errors else ""
+    return ToolFigures(achieved_msg_s=sum(a for a in achieved if a) or None,
                        publish_p50_ms=ms("publish_latency_us", 50), publish_p99_ms=ms("publish_latency_us", 99),
                        publish_p999_ms=ms("publish_latency_us", 99.9), e2e_p50_ms=ms("e2e_latency_us", 50),
                        e2e_p99_ms=ms("e2e_latency_us", 99), e2e_p999_ms=ms("e2e_latency_us", 99.9),
-                       records=acked,
-                       note=f"worker {end.get('status', 'no end record')}"
-                            + (f", first {warmup_s:g} s left out" if warmup_s > 0 else "")
-                            + (f": {end.get('error')}" if end.get("error") else ""))
+                       records=None, note=note)
 
 
 # -- the table --------------------------------------------------------------------------------------
@@ -422,21 +436,37 @@ def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float,
             "kind": "latency" if consumers else "producer-only"}
 
 
-def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float = 0.0) -> ToolFigures:
-    """``python -m brokerbench.worker run`` for ``job`` (topics prepared first); its merged figures."""
+def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float = 0.0,
+               processes: int = 1) -> ToolFigures:
+    """``python -m brokerbench.worker run`` for ``job`` (topics prepared first), in ``processes`` processes side
+    by side on the same topic (the scale-out of a workload's producers over worker processes); their merged
+    figures, achieved rates summed."""
     from .worker.runner import prepare_job
 
     prepare_job(job)
-    jp, out = work / f"{job['topics'][0]}.job.json", work / f"{job['topics'][0]}.jsonl"
-    jp.write_text(json.dumps(job))
     pkg_root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg_root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    proc = subprocess.run([sys.executable, "-m", "brokerbench.worker", "run", "--job", str(jp), "--out", str(out)],
-                          capture_output=True, text=True, env=env, timeout=seconds * 3 + 120)
-    (work / f"{job['topics'][0]}.worker.log").write_text(proc.stdout + proc.stderr)
-    figures = summarise_worker_output(out.read_text().splitlines() if out.exists() else [], warmup_s)
-    if proc.returncode != 0 and figures.achieved_msg_s is None:
-        figures.note += "; " + " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-2:])[:300]
+    runs = []
+    for i in range(processes):
+        name = f"{job['topics'][0]}-{i}" if processes > 1 else job["topics"][0]
+        jp, out, log = work / f"{name}.job.json", work / f"{name}.jsonl", work / f"{name}.worker.log"
+        jp.write_text(json.dumps({**job, "worker": f"crosscheck-{i}"}))
+        with open(log, "w") as lf:
+            proc = subprocess.Popen([sys.executable, "-m", "brokerbench.worker", "run", "--job", str(jp), "--out",
+                                     str(out)], stdout=lf, stderr=subprocess.STDOUT, env=env)
+        runs.append((proc, out, log))
+    deadline = time.monotonic() + seconds * 3 + 120
+    for proc, _, _ in runs:
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    figures = summarise_worker_outputs([out.read_text().splitlines() if out.exists() else [] for _, out, _ in runs],
+                                       warmup_s)
+    failed = [log for proc, _, log in runs if proc.returncode != 0]
+    if failed and figures.achieved_msg_s is None:
+        figures.note += "; " + " | ".join(failed[0].read_text().strip().splitlines()[-2:])[:300]
     return figures
 
 
@@ -454,11 +484,13 @@ TOOL_NAMES = {"kafka": "ProducerPerformance", "pulsar": "PerformanceProducer", "
 
 def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, rates=(1000.0, 10000.0),
                sizes=(100, 1024), seconds: float = 10.0, max_probe: bool = True, drivers: tuple[str, ...] | None = None,
-               work_dir: str | os.PathLike[str] | None = None, say=print, warmup_s: float = 0.0) -> dict[str, Any]:
+               work_dir: str | os.PathLike[str] | None = None, say=print, warmup_s: float = 0.0,
+               max_processes: int = 1) -> dict[str, Any]:
     """Both sides on one deployed broker, alternating; returns {"rows", "settings", "provenance"}.
     ``warmup_s``: every phase runs that much longer and its first ``warmup_s`` seconds are left out of both
     sides' figures where the vendor tool can (:func:`tool_leaves_out_warmup`); where it cannot, both sides keep
-    the whole run, so that they always measure the same window (the rows' notes and ``seconds`` say which)."""
+    the whole run, so that they always measure the same window (the rows' notes and ``seconds`` say which).
+    ``max_processes`` > 1: the max-rate probe also runs each driver in that many worker processes at once."""
     work = Path(work_dir or tempfile.mkdtemp(prefix="bb-crosscheck-"))
     work.mkdir(parents=True, exist_ok=True)
     dist = tool_distribution(broker, version)
@@ -477,18 +509,20 @@ def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, ra
         say(f"crosscheck {broker} {label}: {tool}: {figs.achieved_msg_s} msg/s, publish p50 {figs.publish_p50_ms} ms "
             f"({time.monotonic() - t0:.0f} s)")
         for lib in drivers:
-            t0 = time.monotonic()
-            figs = run_worker(worker_job(broker, endpoint, lib, rate, size, seconds + warmup_s,
-                                         interval_s=1.0 if left_out > 0 else None), work, seconds + warmup_s,
-                              left_out)
-            ms.append(Measurement(broker, BROKERBENCH, f"{lib} {library_version(lib)}", phase, rate or None, size,
-                                  measured_s, figs))
-            say(f"crosscheck {broker} {label}: brokerbench+{lib}: {figs.achieved_msg_s} msg/s, publish p50 "
-                f"{figs.publish_p50_ms} ms ({time.monotonic() - t0:.0f} s)")
+            for n in sorted({1, max_processes if phase == "max" else 1}):
+                t0 = time.monotonic()
+                figs = run_worker(worker_job(broker, endpoint, lib, rate, size, seconds + warmup_s,
+                                             interval_s=1.0 if left_out > 0 else None), work, seconds + warmup_s,
+                                  left_out, processes=n)
+                client = f"{lib} {library_version(lib)}" + (f" x{n} processes" if n > 1 else "")
+                ms.append(Measurement(broker, BROKERBENCH, client, phase, rate or None, size, measured_s, figs))
+                say(f"crosscheck {broker} {label}: brokerbench+{client}: {figs.achieved_msg_s} msg/s, publish p50 "
+                    f"{figs.publish_p50_ms} ms ({time.monotonic() - t0:.0f} s)")
     return {"rows": agreement_table(ms), "measurements": [asdict(m) for m in ms],
             "settings": {"broker": broker, "described": SETTINGS[broker]["described"],
                          "driver": SETTINGS[broker]["driver"], "seconds_per_phase": seconds, "warmup_s": warmup_s,
                          "vendor_leaves_out_warmup": tool_leaves_out_warmup(broker, dist),
+                         "max_probe_worker_processes": sorted({1, max_processes}),
                          "rates_msg_s": list(rates), "sizes_B": list(sizes), "max_probe": max_probe,
                          "tool_heap_mb": TOOL_HEAP_MB[broker], "variant": "fsync-off"},
             "provenance": {"broker": broker, "broker_version": version, "tool": TOOL_NAMES[broker],
@@ -530,12 +564,16 @@ def add_phase_arguments(ap) -> None:
     ap.add_argument("--sizes", default="100,1024", help="message sizes, bytes (default 100,1024)")
     ap.add_argument("--drivers", help="brokerbench drivers (default: every driver of the broker)")
     ap.add_argument("--no-max", action="store_true", help="skip the producer-only max-rate probe")
+    ap.add_argument("--max-processes", type=int, default=1,
+                    help="the max-rate probe also runs each driver in this many worker processes at once "
+                         "(brokerbench's scale-out; default 1: one process only)")
 
 
 def phase_kwargs(args) -> dict[str, Any]:
     """:func:`crosscheck`'s keyword arguments from the options of :func:`add_phase_arguments`."""
     return {"rates": tuple(float(x) for x in args.rates.split(",")), "sizes": tuple(int(x) for x in args.sizes.split(",")),
             "seconds": args.seconds, "warmup_s": args.warmup, "max_probe": not args.no_max,
+            "max_processes": args.max_processes,
             "drivers": tuple(args.drivers.split(",")) if args.drivers else None}
 
 

@@ -127,6 +127,17 @@ def test_the_vendor_tools_leave_out_their_warmup_where_they_can(tmp_path):
     assert perftest[perftest.index("--time") + 1] == "15"
 
 
+def test_worker_processes_side_by_side_are_merged_and_their_rates_summed():
+    fast = [_interval(0, [1000] * 99, 6000, 5.0),
+            json.dumps({"record": "end", "status": "ok", "totals": {"acked": 6000}, "load_s": 5.0})]
+    slow = [_interval(0, [9000] * 99, 4000, 5.0),
+            json.dumps({"record": "end", "status": "error", "error": "boom", "totals": {"acked": 4000}, "load_s": 5.0})]
+    f = xc.summarise_worker_outputs([fast, slow])
+    assert f.achieved_msg_s == 2000  # 1,200 + 800 msg/s
+    assert f.publish_p50_ms == pytest.approx(1.0, rel=0.05) and f.publish_p99_ms == pytest.approx(9.0, rel=0.05)
+    assert f.note == "2 worker processes: ok, error: boom"
+
+
 def test_worker_output_is_merged_into_the_same_figures():
     f = xc.summarise_worker_output(_worker_lines([1000] * 99 + [50_000], acked=5000, load_s=5.0))
     assert f.achieved_msg_s == 1000
@@ -229,15 +240,18 @@ def test_both_sides_measure_the_same_window(monkeypatch, tmp_path, broker, versi
     monkeypatch.setattr(xc, "run_vendor", lambda *a, **k: (xc.ToolFigures(achieved_msg_s=1000.0), ""))
     worker_calls = []
 
-    def run_worker(job, work, seconds, warmup_s=0.0):
-        worker_calls.append((job["duration_s"], job["interval_s"], warmup_s))
+    def run_worker(job, work, seconds, warmup_s=0.0, processes=1):
+        worker_calls.append((job["duration_s"], job["interval_s"], warmup_s, processes))
         return xc.ToolFigures(achieved_msg_s=1000.0)
 
     monkeypatch.setattr(xc, "run_worker", run_worker)
     monkeypatch.setattr(xc, "library_version", lambda lib: "1")
-    out = xc.crosscheck(broker, {}, version, rates=(1000.0,), sizes=(100,), seconds=10, max_probe=False,
+    out = xc.crosscheck(broker, {}, version, rates=(1000.0,), sizes=(100,), seconds=10, max_probe=True,
                         drivers=(xc.CLIENT_LIBRARIES[broker][0],), work_dir=tmp_path, say=lambda *_: None,
-                        warmup_s=5.0)
+                        warmup_s=5.0, max_processes=3)
     assert worker_calls[0][0] == 15.0 and worker_calls[0][2] == left_out  # always the same length as the tool's
     assert {r["seconds"] for r in out["rows"]} == {15.0 - left_out}
     assert out["settings"]["vendor_leaves_out_warmup"] is (left_out > 0)
+    # the fixed phase in one worker process, the max probe in one and then in three
+    assert [c[3] for c in worker_calls] == [1, 1, 3]
+    assert [r["client"] for r in out["rows"]][-1].endswith(" x3 processes")
