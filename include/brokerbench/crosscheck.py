@@ -191,6 +191,7 @@ def summarise_worker_outputs(files: list[list[str]], warmup_s: float = 0.0) -> T
     hs = {k: LogHistogram() for k in ("publish_latency_us", "e2e_latency_us")}
     ends: list[dict[str, Any]] = []
     achieved: list[float | None] = []
+    records = 0
     for lines in files:
         end: dict[str, Any] = {}
         phase_start: int | None = None
@@ -215,6 +216,7 @@ def summarise_worker_outputs(files: list[list[str]], warmup_s: float = 0.0) -> T
         if warmup_s > 0:
             acked, load_s = kept_acked, kept_ns / 1e9
         achieved.append((acked / load_s) if acked and load_s else None)
+        records += acked or 0
         ends.append(end)
 
     def ms(k: str, p: float) -> float | None:
@@ -231,7 +233,7 @@ def summarise_worker_outputs(files: list[list[str]], warmup_s: float = 0.0) -> T
                        publish_p50_ms=ms("publish_latency_us", 50), publish_p99_ms=ms("publish_latency_us", 99),
                        publish_p999_ms=ms("publish_latency_us", 99.9), e2e_p50_ms=ms("e2e_latency_us", 50),
                        e2e_p99_ms=ms("e2e_latency_us", 99), e2e_p999_ms=ms("e2e_latency_us", 99.9),
-                       records=None, note=note)
+                       records=records or None, note=note)
 
 
 # -- the table --------------------------------------------------------------------------------------
@@ -439,8 +441,9 @@ def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float,
 def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float = 0.0,
                processes: int = 1) -> ToolFigures:
     """``python -m brokerbench.worker run`` for ``job`` (topics prepared first), in ``processes`` processes side
-    by side on the same topic (the scale-out of a workload's producers over worker processes); their merged
-    figures, achieved rates summed."""
+    by side on the same topic; their merged figures, achieved rates summed. Each process runs the whole job (the
+    max probe's one unthrottled producer), so N processes are N producers; a fixed-rate job would be split with
+    ``worker.scaleout.split_job`` instead."""
     from .worker.runner import prepare_job
 
     prepare_job(job)

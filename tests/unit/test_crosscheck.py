@@ -134,6 +134,7 @@ def test_worker_processes_side_by_side_are_merged_and_their_rates_summed():
             json.dumps({"record": "end", "status": "error", "error": "boom", "totals": {"acked": 4000}, "load_s": 5.0})]
     f = xc.summarise_worker_outputs([fast, slow])
     assert f.achieved_msg_s == 2000  # 1,200 + 800 msg/s
+    assert f.records == 10000  # acknowledged messages of both
     assert f.publish_p50_ms == pytest.approx(1.0, rel=0.05) and f.publish_p99_ms == pytest.approx(9.0, rel=0.05)
     assert f.note == "2 worker processes: ok, error: boom"
 
