@@ -36,15 +36,18 @@ compare: setup
 	  > $(BROKERBENCH_RESULTS_ROOT)/compare.log 2>&1 || { tail -40 $(BROKERBENCH_RESULTS_ROOT)/compare.log; exit 1; }
 	@ls -1t $(BROKERBENCH_RESULTS_ROOT)/comparisons/*/comparison.html | head -1 | sed "s/^/brokerbench: comparison: /"
 
-## Run the tests (unit, integration with real brokers and Spark, end-to-end DAG runs).
+## Run the tests (unit, integration with real brokers and Spark, end-to-end DAG runs), on two pytest-xdist
+## workers: the DAG runs (one SQLite Airflow database) on one, the deployment test and the other modules beside
+## them (tests/conftest.py groups them). TEST_WORKERS="-n 0" runs them one after another.
+TEST_WORKERS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 test: setup
-	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	@$(VENV)/bin/python -m pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 
 ## Fast feedback (under 3 minutes): only tests that need no broker, Spark or Airflow scheduler. The markers
 ## integration, e2e and deployment are set by directory (tests/conftest.py), so this is also
 ## `pytest -m "not integration and not e2e and not deployment"`.
 test-fast test-unit: setup
-	@$(VENV)/bin/python -m pytest tests/unit -m "not integration and not e2e and not deployment" $(PYTEST_ARGS)
+	@$(VENV)/bin/python -m pytest $(TEST_WORKERS) tests/unit -m "not integration and not e2e and not deployment" $(PYTEST_ARGS)
 
 ## Lint and type checks: ruff (pyflakes, pycodestyle with blank-line rules, import order, unused arguments) on
 ## the tree, mypy on every layer of the package, the Spark jobs, plugins and DAGs; both configured in pyproject.toml.

@@ -32,13 +32,33 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 DIRECTORY_MARKERS = {"integration": "integration", "e2e": "e2e", "deploy": "deployment", "faults": "faults"}
 
 
+#: ``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). A group's tests run
+#: one after another on one worker, in this order:
+#: - ``airflow-db``: whole DAG runs and crash tests, which share the project's SQLite Airflow database
+#:   (``.airflow/airflow.db``: one writer at a time) and start brokers;
+#: - ``deployment``: the Celery deployment (its own PostgreSQL, Airflow home and brokers);
+#: - then every other module as a group of its own (its module-scoped brokers and Spark jobs start once).
+#: The first two take most of the time, so they start first, one per worker; the modules fill in after.
+SERIAL_GROUPS = {"e2e": "airflow-db", "faults": "airflow-db", "deploy": "deployment"}
+GROUP_ORDER = ("airflow-db", "deployment")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     tests_dir = Path(__file__).resolve().parent
+    group_of = {}
     for item in items:
         try:
-            top = Path(str(item.fspath)).resolve().relative_to(tests_dir).parts[0]
-        except (ValueError, IndexError):
+            rel = Path(str(item.fspath)).resolve().relative_to(tests_dir)
+        except ValueError:
             continue
+        top = rel.parts[0]
         marker = DIRECTORY_MARKERS.get(top)
         if marker:
             item.add_marker(getattr(pytest.mark, marker))
+        group = SERIAL_GROUPS.get(top, rel.as_posix())
+        item.add_marker(pytest.mark.xdist_group(group))
+        group_of[item.nodeid] = group
+    if getattr(config.option, "dist", "no") != "no":
+        rank = {g: i for i, g in enumerate(GROUP_ORDER)}
+        items.sort(key=lambda it: rank.get(group_of.get(it.nodeid, ""), len(rank)))  # stable: keeps module order

@@ -82,12 +82,14 @@ def test_smoke_dag_succeeds_with_a_row_per_broker_and_variant(smoke):
         for m in ("publish_latency", "e2e_latency"):
             p50, p99, mx = (float(r[f"{m}_{q}_ms"]) for q in ("p50", "p99", "max"))
             assert 0 < p50 <= p99 <= mx, (label, m, p50, p99, mx)
-        # ok, or invalid only because something else loaded this machine during the phase (the sampler
-        # saw it: that verdict is the product working); never partial, client-bound or below the rate
-        reasons = r.get("invalid_reasons") or ""
-        other_rules = ("client-bound", "publish-delay", "clock offset", "publish rate", "contended")
-        assert r["status"] == "ok" or (r["status"].startswith("invalid: ") and reasons.startswith("foreign load")
-                                       and not any(rule in reasons for rule in other_rules)), (label, r["status"])
+        # ok, or invalid only because something else loaded this machine during the phase: other processes
+        # (foreign load) or another brokerbench run (contended: `make test` runs the deployment test beside
+        # this one). The sampler saw it, and that verdict is the product working; never partial,
+        # client-bound or below the rate
+        reasons = [x for x in (r.get("invalid_reasons") or "").split("; ") if x]
+        assert r["status"] == "ok" or (r["status"].startswith("invalid: ") and reasons and all(
+            x.startswith(("foreign load: ", "contended: another brokerbench run")) for x in reasons)), (
+            label, r["status"])
 
 
 def test_smoke_report_says_what_ran_and_that_every_variant_was_honoured(smoke):
