@@ -76,6 +76,21 @@ def test_a_workload_file_anywhere_runs_unchanged_instead_of_the_suites(tmp_path,
     assert [i.workload.id for i in both.items] == ["smoke-1-topic-1-partition-100b", "my-workload"]
 
 
+def test_a_dag_runs_the_workload_files_instead_of_the_suites(tmp_path, smoke):
+    """A DAG run's conf holds every param's default (Airflow fills them in): the workloads param's must not
+    bring the suite's workloads back beside the files."""
+    from brokerbench.spec.params import PARAMS
+
+    path = write(tmp_path / "my-workload.yaml", OMB_WORKLOAD)
+    defaults = {p.name: p.default_for(smoke) for p in PARAMS if p.group == "plan"}
+    assert defaults["workloads"] is None
+    plan = build_plan(smoke, {**defaults, "workload_files": [path], "brokers": ["kafka"]})
+    assert {i.workload.id for i in plan.items} == {"my-workload"}
+    # without files the default means the suite's workloads
+    plain = build_plan(smoke, {**defaults, "brokers": ["kafka"]})
+    assert {i.workload.id for i in plain.items} == set(smoke.workloads)
+
+
 def test_the_plan_carries_the_files_content_so_tasks_never_read_the_paths(tmp_path, smoke):
     workload = write(tmp_path / "w.yaml", OMB_WORKLOAD)
     driver = write(tmp_path / "kafka.yaml", OMB_KAFKA_DRIVER)

@@ -46,7 +46,7 @@ class RunParam:
 
 
 def _workloads_schema(_suite: Any) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "string", "enum": list_names("workloads")}, "minItems": 1,
+    return {"type": ["null", "array"], "items": {"type": "string", "enum": list_names("workloads")}, "minItems": 1,
             "uniqueItems": True}
 
 
@@ -79,8 +79,10 @@ PARAMS: tuple[RunParam, ...] = (
              lambda s: {"type": "array", "items": {"type": "string", "enum": sorted(s.brokers)}, "minItems": 1,
                         "uniqueItems": True},
              lambda s: sorted(s.brokers)),
-    RunParam("workloads", "plan", "Workload files (include/workloads/<name>.yaml)", _workloads_schema,
-             lambda s: list(s.workloads)),
+    # no default list: a form or conf that leaves it out means "the suite's", unless workload_files replace them
+    RunParam("workloads", "plan",
+             "Workloads by name (include/workloads/<name>.yaml); empty = the suite's (none when workload_files "
+             "are given)", _workloads_schema),
     RunParam("variants", "plan", "Durability variants",
              lambda s: {"type": "array", "items": {"type": "string", "enum": sorted(set(s.variants))},
                         "minItems": 1, "uniqueItems": True},
