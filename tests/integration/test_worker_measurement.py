@@ -164,7 +164,31 @@ def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path):
         proxy.close()
 
 
+def test_a_sweep_step_whose_acknowledgements_fall_behind_is_unstable(local_env, tmp_path):
+    """Confirms delayed by 0.8 s (the proxy holds every broker-to-client byte): the producer hands its
+    messages over on time and every one is confirmed in the end, so the step's achieved rate alone would call
+    it stable; about 2,000 messages are still unconfirmed when the step ends, and the step is unstable."""
+    ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
+    uri = ep["amqp_uris"][0]
+    port = int(uri.rsplit(":", 1)[1].split("/")[0])
+    proxy = DelayProxy(port, 0.8)
+    try:
+        job = make_job("rabbitmq", dict(ep, amqp_uris=[uri.replace(f":{port}", f":{proxy.port}")]), "pika", rate=0,
+                       duration_s=3, subs=0, consumers=0, kind="throughput-sweep", sweep_rates_msg_s=[2500],
+                       step_duration_s=3)
+        prepare_job(job)
+        out = tmp_path / "sweep.jsonl"
+        run_job(job, str(out), progress=lambda s: None)
+    finally:
+        proxy.close()
+    end = records(out)[-1]
+    (step,) = end["sweep_steps"]
+    assert step["unacknowledged_at_end_msgs"] > 1000, step
+    assert not step["stable"] and "unacknowledged at the step's end (allowed 1,000)" in step["reason"], step
+    assert end["highest_stable_rate_msg_s"] is None
+
 # -- every workload kind ------------------------------------------------------------------
+
 
 def test_every_workload_kind_ends_and_writes_its_file(local_env, tmp_path):
     ep = local_env.deploy("kafka", {}, "fsync-off", {}).to_dict()

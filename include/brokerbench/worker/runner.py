@@ -444,6 +444,7 @@ class _Phase:
             b1 = self.backlog()
             self.wait_until(end)
             b2 = self.backlog()
+            sent_end, acked_end, _ = self.writer.live()
             stop.set()
             for th in threads:
                 th.join(timeout=step_s + 10)
@@ -455,9 +456,15 @@ class _Phase:
             p99 = self.writer.segment_delay.percentile(99)
             growth = b2 - b1
             allowed = max(1000.0, 0.01 * r * len(self.subs) * step_s)
+            # messages sent but not yet acknowledged when the step ended: a broker that confirms at a lower rate
+            # than it is offered falls behind by more and more (``achieved`` counts the late acknowledgements too)
+            unacked = max(0, sent_end - acked_end)
+            unacked_allowed = max(1000.0, 0.01 * r * step_s)
             why = []
             if achieved < ACHIEVED_MIN_RATIO * r:
                 why.append(f"achieved {achieved:,.0f} < {ACHIEVED_MIN_RATIO:.0%} of {r:,.0f} msg/s")
+            if unacked > unacked_allowed:
+                why.append(f"{unacked:,} messages unacknowledged at the step's end (allowed {unacked_allowed:,.0f})")
             if self.subs and growth > allowed:
                 why.append(f"backlog grew by {growth} messages (allowed {allowed:,.0f})")
             if p99 is not None and p99 > bound_ms * 1000:
@@ -467,7 +474,8 @@ class _Phase:
             stable = not why
             steps.append({"step": k, "target_rate_msg_s": r, "achieved_rate_msg_s": round(achieved, 1),
                           "stable": stable, "reason": "; ".join(why) or "stable",
-                          "publish_delay_p99_us": p99, "backlog_growth_msgs": growth})
+                          "publish_delay_p99_us": p99, "backlog_growth_msgs": growth,
+                          "unacknowledged_at_end_msgs": unacked})
             self.say(f"sweep step {k}: target {r:,.0f} achieved {achieved:,.0f} msg/s, "
                      f"{'stable' if stable else 'UNSTABLE: ' + '; '.join(why)}")
             if stable:
