@@ -15,6 +15,7 @@
                                           is <results root>/logs/<dag>-<time>-<pid>-<rand>.log
                                           (for s3://, in the local staging copy)
     brokerbench calibrate --broker rabbitmq [--seconds 10] [--warmup 5] [--rates 1000,10000] [--sizes 100,1024]
+                      [--no-max] [--no-e2e] [--max-processes N]
                       [--endpoint JSON --version V] [--results-root DIR]
                                           the vendor's perf tool and brokerbench's worker on one
                                           broker (brokerbench.crosscheck); without --endpoint the

@@ -15,6 +15,8 @@ alternating phase by phase on the same broker process:
             (``org.apache.pulsar:pulsar-testclient``, the broker's)
   rabbitmq  ``com.rabbitmq.perf.PerfTest`` (``com.rabbitmq:perf-test``,  confirm p50/p99 and consumer
             :data:`PERF_TEST_VERSION`)                       (end-to-end) p50/p99, µs; no p99.9
+  kafka     ``org.apache.kafka.tools.EndToEndLatency``       end-to-end (send -> received) p50/p99/p99.9,
+            (the same artifact), the end-to-end phase        whole ms, one message at a time
   ========  ===============================================  ==========================================
 
 - brokerbench's worker (``python -m brokerbench.worker run``) with each driver
@@ -178,6 +180,23 @@ def parse_perf_test(text: str) -> ToolFigures:
 PARSERS = {"kafka": parse_kafka_producer_performance, "pulsar": parse_pulsar_perf, "rabbitmq": parse_perf_test}
 
 
+def parse_kafka_end_to_end_latency(text: str) -> ToolFigures:
+    """Kafka's EndToEndLatency: ``Avg latency: A ms`` and ``Percentiles: 50th = P, 99th = P, 99.9th = P`` (whole
+    ms). It sends one message at a time and waits for its consumer to receive it before the next, so its rate
+    is one message per average latency: achieved = 1000 / A msg/s."""
+    out = ToolFigures(note="EndToEndLatency: one message at a time, send -> received; percentiles in whole ms; "
+                           "achieved = 1000 / its average latency")
+    avg = re.search(rf"Avg latency: {_NUM} ms", text)
+    pct = re.search(r"Percentiles: 50th = (\d+), 99th = (\d+), 99\.9th = (\d+)", text)
+    if avg and pct:
+        a = _f(avg.group(1))
+        out.achieved_msg_s = 1000.0 / a if a else None
+        out.e2e_p50_ms, out.e2e_p99_ms, out.e2e_p999_ms = (float(pct.group(i)) for i in (1, 2, 3))
+    else:
+        out.note = "no EndToEndLatency summary in the output"
+    return out
+
+
 def summarise_worker_output(lines: list[str], warmup_s: float = 0.0) -> ToolFigures:
     """brokerbench's worker result file (JSON lines): intervals' histograms merged, acked / load_s. With
     ``warmup_s``, the intervals that start in the phase's first ``warmup_s`` seconds are left out, and the
@@ -241,7 +260,8 @@ def summarise_worker_outputs(files: list[list[str]], warmup_s: float = 0.0) -> T
 #: the table's columns, each with its unit; ratios are brokerbench / vendor (unitless)
 COLUMNS = ["broker", "side", "client", "phase", "rate_msg_s", "size_B", "seconds", "publish_p50_ms", "publish_p99_ms",
            "publish_p999_ms", "e2e_p50_ms", "e2e_p99_ms", "e2e_p999_ms", "achieved_msg_s", "ratio_publish_p50",
-           "ratio_publish_p99", "ratio_publish_p999", "ratio_e2e_p50", "ratio_e2e_p99", "ratio_achieved", "note"]
+           "ratio_publish_p99", "ratio_publish_p999", "ratio_e2e_p50", "ratio_e2e_p99", "ratio_e2e_p999", "ratio_achieved",
+           "note"]
 VENDOR = "vendor tool"
 BROKERBENCH = "brokerbench"
 
@@ -283,7 +303,7 @@ def agreement_table(ms: list[Measurement]) -> list[dict[str, Any]]:
             "e2e_p999_ms": _r(f.e2e_p999_ms), "achieved_msg_s": _r(f.achieved_msg_s, 0),
             "note": f.note}
         v = vendor.get((m.broker, m.phase, m.rate_msg_s, m.size_b)) if m.side == BROKERBENCH else None
-        for k in ("publish_p50", "publish_p99", "publish_p999", "e2e_p50", "e2e_p99"):
+        for k in ("publish_p50", "publish_p99", "publish_p999", "e2e_p50", "e2e_p99", "e2e_p999"):
             row[f"ratio_{k}"] = _ratio(getattr(f, f"{k}_ms"), getattr(v, f"{k}_ms")) if v else None
         row["ratio_achieved"] = _ratio(f.achieved_msg_s, v.achieved_msg_s) if v else None
         rows.append({c: row.get(c) for c in COLUMNS})
@@ -385,19 +405,30 @@ def vendor_argv(broker: str, dist: distributions.Distribution, endpoint: dict[st
             *(["--rate", str(int(rate))] if rate > 0 else [])]
 
 
-def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str, Any], rate: float, size: int,
-               seconds: float, work: Path, warmup_s: float = 0.0) -> tuple[ToolFigures, str]:
-    """Run the vendor tool once; its figures and its output (kept in ``work``). The JVM is stopped
-    (its process group) when it overruns."""
-    topic = f"xcheck-{uuid.uuid4().hex[:8]}"
-    if broker != "rabbitmq":  # the topic exists before the tool starts, as for the worker (1 partition)
-        from .worker.runner import prepare_job
-        prepare_job(worker_job(broker, endpoint, CLIENT_LIBRARIES[broker][0], rate, size, seconds, topic=topic))
-    argv = vendor_argv(broker, dist, endpoint, topic, rate, size, seconds, work, warmup_s)
+#: brokers whose vendor tools measure end-to-end latency on their own (Kafka's EndToEndLatency)
+E2E_TOOLS = {"kafka": "EndToEndLatency"}
+#: messages EndToEndLatency sends per second of a phase (it runs one at a time, about 1 to 3 ms each here)
+E2E_MESSAGES_PER_S = 300
+
+
+def vendor_e2e_argv(broker: str, dist: distributions.Distribution, endpoint: dict[str, Any], topic: str,
+                    messages: int, size: int) -> list[str]:
+    """Kafka's EndToEndLatency: ``<bootstrap> <topic> <messages> <acks> <size> [producer/consumer properties]``.
+    It sets linger.ms=0 on its producer and fetch.max.wait.ms=0 on its consumer itself; acks as :data:`SETTINGS`."""
+    if broker not in E2E_TOOLS:
+        raise ValueError(f"{broker}: no vendor end-to-end latency tool")
+    acks = re.search(r"acks=(\S+)", SETTINGS[broker]["driver"]["producerConfig"])
+    jvm = [distributions.java(), f"-Xmx{TOOL_HEAP_MB[broker]}m", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true"]
+    return [*jvm, "-cp", dist.classpath(), "org.apache.kafka.tools.EndToEndLatency", endpoint["bootstrap_servers"],
+            topic, str(messages), acks.group(1) if acks else "1", str(size)]
+
+
+def _run_tool(argv: list[str], work: Path, timeout_s: float) -> tuple[str, int | None]:
+    """Run a vendor tool's JVM in its own process group; its output and exit code. An overrun is stopped."""
     proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
-        text, _ = proc.communicate(timeout=(seconds + warmup_s) * 3 + 60)
+        text, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -405,6 +436,40 @@ def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             text, _ = proc.communicate()
+    return text, proc.returncode
+
+
+def _vendor_topic(broker: str, endpoint: dict[str, Any], size: int, seconds: float, rate: float = 0.0) -> str:
+    """A fresh topic for a vendor phase, created as the worker's are (1 partition) unless the tool declares its
+    own queue (RabbitMQ)."""
+    topic = f"xcheck-{uuid.uuid4().hex[:8]}"
+    if broker != "rabbitmq":
+        from .worker.runner import prepare_job
+        prepare_job(worker_job(broker, endpoint, CLIENT_LIBRARIES[broker][0], rate, size, seconds, topic=topic))
+    return topic
+
+
+def run_vendor_e2e(broker: str, dist: distributions.Distribution, endpoint: dict[str, Any], size: int,
+                   seconds: float, work: Path) -> tuple[ToolFigures, str]:
+    """The vendor's end-to-end latency tool for about ``seconds`` (:data:`E2E_MESSAGES_PER_S` messages each)."""
+    topic = _vendor_topic(broker, endpoint, size, seconds)
+    messages = max(100, int(seconds * E2E_MESSAGES_PER_S))
+    text, rc = _run_tool(vendor_e2e_argv(broker, dist, endpoint, topic, messages, size), work, seconds * 10 + 60)
+    (work / f"{broker}-vendor-e2e-{topic}.log").write_text(text)
+    figures = parse_kafka_end_to_end_latency(text)
+    figures.records = messages if figures.e2e_p50_ms is not None else None
+    if rc not in (0, None) and figures.e2e_p50_ms is None:
+        figures.note += f"; exit {rc}: " + " | ".join(text.strip().splitlines()[-3:])[:300]
+    return figures, text
+
+
+def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str, Any], rate: float, size: int,
+               seconds: float, work: Path, warmup_s: float = 0.0) -> tuple[ToolFigures, str]:
+    """Run the vendor tool once; its figures and its output (kept in ``work``). The JVM is stopped
+    (its process group) when it overruns."""
+    topic = _vendor_topic(broker, endpoint, size, seconds, rate)
+    argv = vendor_argv(broker, dist, endpoint, topic, rate, size, seconds, work, warmup_s)
+    text, returncode = _run_tool(argv, work, (seconds + warmup_s) * 3 + 60)
     (work / f"{broker}-vendor-{topic}.log").write_text(text)
     figures = PARSERS[broker](text)
     if broker == "pulsar" and figures.records:
@@ -415,16 +480,18 @@ def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str
         figures.note += (f"; first {warmup_s:g} s left out" if tool_leaves_out_warmup(broker, dist)
                          else f"; whole run: {TOOL_NAMES[broker]} {dist.version} cannot leave its first "
                               f"{warmup_s:g} s out")
-    if proc.returncode not in (0, None) and figures.achieved_msg_s is None:
-        figures.note += f"; exit {proc.returncode}: " + " | ".join(text.strip().splitlines()[-3:])[:300]
+    if returncode not in (0, None) and figures.achieved_msg_s is None:
+        figures.note += f"; exit {returncode}: " + " | ".join(text.strip().splitlines()[-3:])[:300]
     return figures, text
 
 
 def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float, size: int,
-               seconds: float, topic: str | None = None, interval_s: float | None = None) -> dict[str, Any]:
+               seconds: float, topic: str | None = None, interval_s: float | None = None,
+               consumer: bool | None = None) -> dict[str, Any]:
     """brokerbench's job for one phase (on a fresh topic unless ``topic`` is given): producer-only for Kafka /
-    Pulsar and the max probe, producer + 1 consumer for RabbitMQ at a fixed rate (as PerfTest)."""
-    consumers = 1 if (broker == "rabbitmq" and rate > 0) else 0
+    Pulsar and the max probe, producer + 1 consumer for RabbitMQ at a fixed rate (as PerfTest); ``consumer``
+    True or False decides instead (the end-to-end phase has one)."""
+    consumers = int(consumer) if consumer is not None else (1 if (broker == "rabbitmq" and rate > 0) else 0)
     topic = topic or f"xcheck-{uuid.uuid4().hex[:8]}"
     workload = {"name": "crosscheck", "topics": 1, "partitionsPerTopic": 1, "messageSize": size,
                 "subscriptionsPerTopic": consumers, "consumerPerSubscription": consumers, "producersPerTopic": 1,
@@ -488,12 +555,15 @@ TOOL_NAMES = {"kafka": "ProducerPerformance", "pulsar": "PerformanceProducer", "
 def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, rates=(1000.0, 10000.0),
                sizes=(100, 1024), seconds: float = 10.0, max_probe: bool = True, drivers: tuple[str, ...] | None = None,
                work_dir: str | os.PathLike[str] | None = None, say=print, warmup_s: float = 0.0,
-               max_processes: int = 1) -> dict[str, Any]:
+               max_processes: int = 1, e2e: bool = True) -> dict[str, Any]:
     """Both sides on one deployed broker, alternating; returns {"rows", "settings", "provenance"}.
     ``warmup_s``: every phase runs that much longer and its first ``warmup_s`` seconds are left out of both
     sides' figures where the vendor tool can (:func:`tool_leaves_out_warmup`); where it cannot, both sides keep
     the whole run, so that they always measure the same window (the rows' notes and ``seconds`` say which).
-    ``max_processes`` > 1: the max-rate probe also runs each driver in that many worker processes at once."""
+    ``max_processes`` > 1: the max-rate probe also runs each driver in that many worker processes at once.
+    ``e2e`` (brokers of :data:`E2E_TOOLS`): an end-to-end phase of the first size, the vendor's one-at-a-time
+    tool first, then each driver with one consumer at the rate the tool reached (one message per its average
+    latency), both whole runs of ``seconds``."""
     work = Path(work_dir or tempfile.mkdtemp(prefix="bb-crosscheck-"))
     work.mkdir(parents=True, exist_ok=True)
     dist = tool_distribution(broker, version)
@@ -521,12 +591,30 @@ def crosscheck(broker: str, endpoint: dict[str, Any], version: str | None, *, ra
                 ms.append(Measurement(broker, BROKERBENCH, client, phase, rate or None, size, measured_s, figs))
                 say(f"crosscheck {broker} {label}: brokerbench+{client}: {figs.achieved_msg_s} msg/s, publish p50 "
                     f"{figs.publish_p50_ms} ms ({time.monotonic() - t0:.0f} s)")
+    if e2e and broker in E2E_TOOLS:
+        size = sizes[0]
+        t0 = time.monotonic()
+        figs, _ = run_vendor_e2e(broker, dist, endpoint, size, seconds, work)
+        e2e_tool = f"{E2E_TOOLS[broker]} {dist.version}"
+        rate = float(round(figs.achieved_msg_s)) if figs.achieved_msg_s else None
+        ms.append(Measurement(broker, VENDOR, e2e_tool, "e2e", rate, size, seconds, figs))
+        say(f"crosscheck {broker} end-to-end {size} B: {e2e_tool}: {figs.achieved_msg_s} msg/s, e2e p50 "
+            f"{figs.e2e_p50_ms} ms ({time.monotonic() - t0:.0f} s)")
+        if rate is not None:  # the tool measured: the drivers at its rate
+            for lib in drivers:
+                t0 = time.monotonic()
+                figs = run_worker(worker_job(broker, endpoint, lib, rate, size, seconds, consumer=True), work, seconds)
+                client = f"{lib} {library_version(lib)}"
+                ms.append(Measurement(broker, BROKERBENCH, client, "e2e", rate, size, seconds, figs))
+                say(f"crosscheck {broker} end-to-end {size} B at {rate:g} msg/s: brokerbench+{client}: e2e p50 "
+                    f"{figs.e2e_p50_ms} ms ({time.monotonic() - t0:.0f} s)")
     return {"rows": agreement_table(ms), "measurements": [asdict(m) for m in ms],
             "settings": {"broker": broker, "described": SETTINGS[broker]["described"],
                          "driver": SETTINGS[broker]["driver"], "seconds_per_phase": seconds, "warmup_s": warmup_s,
                          "vendor_leaves_out_warmup": tool_leaves_out_warmup(broker, dist),
                          "max_probe_worker_processes": sorted({1, max_processes}),
                          "rates_msg_s": list(rates), "sizes_B": list(sizes), "max_probe": max_probe,
+                         "e2e_phase": bool(e2e and broker in E2E_TOOLS),
                          "tool_heap_mb": TOOL_HEAP_MB[broker], "variant": "fsync-off"},
             "provenance": {"broker": broker, "broker_version": version, "tool": TOOL_NAMES[broker],
                            "tool_artifact": dist.manifest.get("artifact"), "tool_version": dist.version,
@@ -567,6 +655,8 @@ def add_phase_arguments(ap) -> None:
     ap.add_argument("--sizes", default="100,1024", help="message sizes, bytes (default 100,1024)")
     ap.add_argument("--drivers", help="brokerbench drivers (default: every driver of the broker)")
     ap.add_argument("--no-max", action="store_true", help="skip the producer-only max-rate probe")
+    ap.add_argument("--no-e2e", action="store_true",
+                    help="skip the end-to-end phase (Kafka: EndToEndLatency, then each driver with a consumer)")
     ap.add_argument("--max-processes", type=int, default=1,
                     help="the max-rate probe also runs each driver in this many worker processes at once "
                          "(brokerbench's scale-out; default 1: one process only)")
@@ -574,9 +664,10 @@ def add_phase_arguments(ap) -> None:
 
 def phase_kwargs(args) -> dict[str, Any]:
     """:func:`crosscheck`'s keyword arguments from the options of :func:`add_phase_arguments`."""
-    return {"rates": tuple(float(x) for x in args.rates.split(",")), "sizes": tuple(int(x) for x in args.sizes.split(",")),
+    return {"rates": tuple(float(x) for x in args.rates.split(",") if x.strip()),
+            "sizes": tuple(int(x) for x in args.sizes.split(",")),
             "seconds": args.seconds, "warmup_s": args.warmup, "max_probe": not args.no_max,
-            "max_processes": args.max_processes,
+            "max_processes": args.max_processes, "e2e": not args.no_e2e,
             "drivers": tuple(args.drivers.split(",")) if args.drivers else None}
 
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 
 def both_sides_measured(result: dict, broker: str, drivers: tuple[str, ...]) -> None:
-    rows = result["rows"]
+    rows = [r for r in result["rows"] if r["phase"] != "e2e"]
     vendor = [r for r in rows if r["side"] == xc.VENDOR]
     ours = [r for r in rows if r["side"] == xc.BROKERBENCH]
     assert len(vendor) == 1 and len(ours) == len(drivers), xc.format_table(rows)
@@ -49,6 +49,14 @@ def test_kafka_producer_performance_and_the_worker_both_measure(local_env, tmp_p
                            work_dir=tmp_path / "xc")
     both_sides_measured(result, "kafka", CLIENT_LIBRARIES["kafka"])
     assert result["provenance"]["tool_version"] == ep["version"]
+    # the end-to-end phase: EndToEndLatency, then each driver with a consumer at the rate the tool reached
+    e2e = [r for r in result["rows"] if r["phase"] == "e2e"]
+    assert [r["side"] for r in e2e] == [xc.VENDOR] + [xc.BROKERBENCH] * len(CLIENT_LIBRARIES["kafka"])
+    assert e2e[0]["client"].startswith("EndToEndLatency") and e2e[0]["rate_msg_s"] > 0, xc.format_table(e2e)
+    for r in e2e:
+        assert r["e2e_p50_ms"] is not None and r["e2e_p99_ms"] is not None, r
+        assert r["rate_msg_s"] == e2e[0]["rate_msg_s"]
+    assert all(r["ratio_e2e_p50"] is not None for r in e2e[1:]), xc.format_table(e2e)
 
 
 @pytest.mark.slow

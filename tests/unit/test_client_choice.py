@@ -257,3 +257,16 @@ def test_java_names_are_renamed_and_unknown_settings_dropped_for_librdkafka(capl
         _construct(Producer, {"bootstrap.servers": "127.0.0.1:1", "no.such.setting": "1", "linger.ms": "1"}).flush(0)
     assert [r.getMessage() for r in caplog.records] == [
         "confluent-kafka: no.such.setting is not a librdkafka setting; not applied"]
+
+
+def test_librdkafka_sockets_send_without_delay_unless_the_driver_file_says_otherwise():
+    """The Java client always sets TCP_NODELAY; librdkafka's default leaves Nagle's algorithm on."""
+    from types import SimpleNamespace
+
+    from brokerbench.worker.drivers.confluent import ConfluentKafkaDriver
+
+    recorder = SimpleNamespace(s=SimpleNamespace(publish_s=[]), error=lambda e: None)
+    ep = {"bootstrap_servers": "127.0.0.1:1"}
+    assert ConfluentKafkaDriver(ep, {"name": "k"}, recorder).common["socket.nagle.disable"] is True
+    mine = ConfluentKafkaDriver(ep, {"name": "k", "commonConfig": "socket.nagle.disable=false"}, recorder)
+    assert mine.common["socket.nagle.disable"] == "false"

@@ -66,6 +66,45 @@ def test_pulsar_perf_output_captured_from_the_tool():
     assert (f.publish_p50_ms, f.publish_p99_ms, f.publish_p999_ms) == (3.891, 26.92, 36.252)
 
 
+def test_kafka_end_to_end_latency_output_captured_from_the_tool():
+    """EndToEndLatency 4.1.1 against Apache Kafka 4.1.1 (900 messages): whole-ms percentiles, and one message
+    per average latency as its rate (it sends the next only when the last was received)."""
+    f = xc.parse_kafka_end_to_end_latency((DATA / "kafka-end-to-end-latency-4.1.1.txt").read_text())
+    assert (f.e2e_p50_ms, f.e2e_p99_ms, f.e2e_p999_ms) == (9.0, 104.0, 1637.0)
+    assert f.achieved_msg_s == pytest.approx(1000 / 17.8498)
+    assert f.publish_p50_ms is None
+    assert xc.parse_kafka_end_to_end_latency("Exception in thread main").note.startswith("no EndToEndLatency")
+
+
+def test_the_end_to_end_phase_runs_the_drivers_with_a_consumer_at_the_tools_rate(monkeypatch, tmp_path):
+    from brokerbench.environments.machine import distributions as d
+
+    monkeypatch.setattr(xc, "tool_distribution",
+                        lambda b, v: d.Distribution(xc.TOOLS[b], "4.1.1", tmp_path, "maven", "log4j2", {}))
+    monkeypatch.setattr(xc, "run_vendor_e2e", lambda *a, **k: (xc.ToolFigures(
+        achieved_msg_s=437.4, e2e_p50_ms=2.0, e2e_p99_ms=4.0, e2e_p999_ms=9.0), ""))
+    jobs = []
+
+    def run_worker(job, work, seconds, warmup_s=0.0, processes=1):
+        jobs.append(job)
+        return xc.ToolFigures(achieved_msg_s=437.0, e2e_p50_ms=2.2, e2e_p99_ms=3.0, e2e_p999_ms=9.0)
+
+    monkeypatch.setattr(xc, "run_worker", run_worker)
+    monkeypatch.setattr(xc, "library_version", lambda lib: "1")
+    out = xc.crosscheck("kafka", {"bootstrap_servers": "127.0.0.1:1"}, "4.1.1", rates=(), sizes=(100,), seconds=5,
+                        max_probe=False, work_dir=tmp_path, say=lambda *_: None)
+    assert [(r["side"], r["phase"], r["rate_msg_s"]) for r in out["rows"]] == [
+        (xc.VENDOR, "e2e", 437.0)] + [(xc.BROKERBENCH, "e2e", 437.0)] * len(xc.CLIENT_LIBRARIES["kafka"])
+    assert all(j["rate_msg_s"] == 437.0 and j["consumers_per_subscription"] == 1 and j["kind"] == "latency"
+               for j in jobs)
+    ours = out["rows"][1]
+    assert (ours["ratio_e2e_p50"], ours["ratio_e2e_p99"], ours["ratio_e2e_p999"]) == (1.1, 0.75, 1.0)
+    assert out["settings"]["e2e_phase"] is True
+    # brokers without such a tool get no end-to-end phase
+    assert not xc.crosscheck("rabbitmq", {"amqp_uris": ["amqp://x"]}, None, rates=(), sizes=(100,), seconds=5,
+                             max_probe=False, work_dir=tmp_path, say=lambda *_: None)["rows"]
+
+
 def test_output_without_figures_says_so():
     assert xc.parse_pulsar_perf("Exception in thread main").note.startswith("no PerformanceProducer")
     stopped = xc.parse_pulsar_perf(  # pulsar-perf stopped on an error prints its summary with zeros
@@ -249,7 +288,7 @@ def test_both_sides_measure_the_same_window(monkeypatch, tmp_path, broker, versi
     monkeypatch.setattr(xc, "library_version", lambda lib: "1")
     out = xc.crosscheck(broker, {}, version, rates=(1000.0,), sizes=(100,), seconds=10, max_probe=True,
                         drivers=(xc.CLIENT_LIBRARIES[broker][0],), work_dir=tmp_path, say=lambda *_: None,
-                        warmup_s=5.0, max_processes=3)
+                        warmup_s=5.0, max_processes=3, e2e=False)
     assert worker_calls[0][0] == 15.0 and worker_calls[0][2] == left_out  # always the same length as the tool's
     assert {r["seconds"] for r in out["rows"]} == {15.0 - left_out}
     assert out["settings"]["vendor_leaves_out_warmup"] is (left_out > 0)
