@@ -39,7 +39,7 @@ compare: setup
 ## Run the tests (unit, integration with real brokers and Spark, end-to-end DAG runs), on two pytest-xdist
 ## workers: the DAG runs (one SQLite Airflow database) on one, the deployment test and the other modules beside
 ## them (tests/conftest.py groups them). TEST_WORKERS="-n 0" runs them one after another.
-TEST_WORKERS ?= -n 2 --dist loadgroup --no-loadscope-reorder
+TEST_WORKERS ?= -n 2 --dist loadscope --no-loadscope-reorder
 test: setup
 	@$(VENV)/bin/python -m pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 

@@ -32,8 +32,8 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 DIRECTORY_MARKERS = {"integration": "integration", "e2e": "e2e", "deploy": "deployment", "faults": "faults"}
 
 
-#: ``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). A group's tests run
-#: one after another on one worker, in this order:
+#: ``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadscope --no-loadscope-reorder``)
+#: with the scheduler below: a group's tests run one after another on one worker, and groups start in this order:
 #: - ``airflow-db``: whole DAG runs and crash tests, which share the project's SQLite Airflow database
 #:   (``.airflow/airflow.db``: one writer at a time) and start brokers;
 #: - ``deployment``: the Celery deployment (its own PostgreSQL, Airflow home and brokers);
@@ -43,22 +43,36 @@ SERIAL_GROUPS = {"e2e": "airflow-db", "faults": "airflow-db", "deploy": "deploym
 GROUP_ORDER = ("airflow-db", "deployment")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
+def group_of(nodeid: str) -> str:
+    """The group of a test (``tests/<dir>/<module>.py::<name>``): its directory's, else its module."""
+    module = nodeid.split("::", 1)[0]
+    parts = module.split("/")
+    return SERIAL_GROUPS.get(parts[1], module) if len(parts) > 2 and parts[0] == "tests" else module
+
+
+@pytest.hookimpl(optionalhook=True)  # only when pytest-xdist distributes the run
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """LoadScopeScheduling (a scope's tests go to one worker, in order) with :func:`group_of` as the scope."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     tests_dir = Path(__file__).resolve().parent
-    group_of = {}
     for item in items:
         try:
-            rel = Path(str(item.fspath)).resolve().relative_to(tests_dir)
-        except ValueError:
+            top = Path(str(item.fspath)).resolve().relative_to(tests_dir).parts[0]
+        except (ValueError, IndexError):
             continue
-        top = rel.parts[0]
         marker = DIRECTORY_MARKERS.get(top)
         if marker:
             item.add_marker(getattr(pytest.mark, marker))
-        group = SERIAL_GROUPS.get(top, rel.as_posix())
-        item.add_marker(pytest.mark.xdist_group(group))
-        group_of[item.nodeid] = group
-    if getattr(config.option, "dist", "no") != "no":
+    if getattr(config.option, "dist", "no") != "no":  # the longest groups first (the sort keeps module order)
         rank = {g: i for i, g in enumerate(GROUP_ORDER)}
-        items.sort(key=lambda it: rank.get(group_of.get(it.nodeid, ""), len(rank)))  # stable: keeps module order
+        items.sort(key=lambda it: rank.get(group_of(it.nodeid), len(rank)))
