@@ -94,3 +94,22 @@ def test_trends_and_comparison_leave_invalid_rows_out(tmp_path):
     html = build_report(run, root).read_text()
     assert "(5 runs, environment any)" in html
     assert "Rows whose status is invalid or partial are not drawn (1 run(s) with such rows)" in html
+
+
+def test_trends_draw_each_client_library_as_a_line_of_its_own(tmp_path, monkeypatch):
+    """Runs of one track through two client libraries are never one series (as the verdicts' baselines)."""
+    from brokerbench.report import compare
+
+    root = tmp_path / "history"
+    rows = [history_row(d, p99=4.0, client_library="kafka-python") for d in range(1, 4)]
+    rows += [history_row(d, p99=1.0, client_library="confluent-kafka") for d in range(4, 6)]
+    write_history_rows(root, rows)
+    drawn = []
+    monkeypatch.setattr(compare, "trend_chart_png", lambda title, label, series: drawn.append(series) or "")
+    build_comparison(root, tmp_path / "cmp")
+    assert drawn and all({(name, len(xs)) for name, xs, _ in series} == {
+        ("kafka 3.8.0 (confluent-kafka)", 2), ("kafka 3.8.0 (kafka-python)", 3)} for series in drawn)
+    run = tmp_path / "runs" / "brokerbench_nightly" / "scheduled__2026-11-06"
+    _write_summary(run)
+    html = build_report(run, root).read_text()
+    assert '"name":"3.8.0 (kafka-python)"' in html and '"name":"3.8.0 (confluent-kafka)"' in html

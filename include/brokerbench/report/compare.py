@@ -34,6 +34,7 @@ from brokerbench.trials import combine
 from brokerbench.util import write_atomic
 
 from .charts import trend_chart_png
+from .figures import series_key, series_keys
 from .templating import format_value, render
 
 STATS = ["avg", "p50", "p75", "p95", "p99", "p999", "p9999", "max"]
@@ -125,10 +126,10 @@ def render_comparison(rows: list[dict[str, Any]], title: str = "brokerbench comp
         for col, label in (("publish_latency_p99_ms", "p99 publish latency (ms)"),
                            ("e2e_latency_p99_ms", "p99 end-to-end latency (ms)")):
             series = []
-            for version in sorted({str(r.get("broker_version")) for r in track}):
+            for key, name in series_keys(track).items():
                 pts = sorted((str(r.get("run_ts")), float(r[col])) for r in track
-                             if str(r.get("broker_version")) == version and isinstance(r.get(col), (int, float)))
-                series.append((f"{b} {version}", [p[0] for p in pts], [p[1] for p in pts]))
+                             if series_key(r) == key and isinstance(r.get(col), (int, float)))
+                series.append((f"{b} {name}", [p[0] for p in pts], [p[1] for p in pts]))
             charts.append({"alt": f"{b} {label}",
                            "png": trend_chart_png(f"{b} {w} {v}: {label} by version", label, series)})
         versions.append({"broker": b, "workload": w, "variant": v, "environment": e, "rows": vrows,

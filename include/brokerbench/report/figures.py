@@ -215,6 +215,20 @@ def time_range(times: Sequence[_dt.datetime]) -> tuple[_dt.datetime, _dt.datetim
     return lo - pad, hi + pad
 
 
+def series_key(row: dict[str, Any]) -> tuple[str, str]:
+    """The line of a trend a history row belongs to: its broker version and client library (runs of one library
+    are never compared with another's, as in the verdicts' baselines)."""
+    return str(row.get("broker_version")), str(row.get("client_library") or "")
+
+
+def series_keys(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """Each line of a track's trend and its legend name: the version, with the client library when the track
+    has runs of more than one."""
+    keys = sorted({series_key(r) for r in rows})
+    several = len({lib for _, lib in keys}) > 1
+    return {(v, lib): f"{v} ({lib})" if several and lib else v for v, lib in keys}
+
+
 @dataclass
 class Panel:
     """One metric of a track's trend: a line per broker version over run time, the change points found."""

@@ -35,6 +35,8 @@ from .figures import (
     line_figure,
     plotly_js,
     quantile_figure,
+    series_key,
+    series_keys,
     track_figure,
 )
 from .templating import format_value, render
@@ -484,8 +486,8 @@ def _changes_for(rows: Sequence[dict[str, Any]], column: str) -> list[tuple[str,
 
 def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None,
                  id_prefix: str = "trend") -> list[dict[str, Any]]:
-    """Small multiples per broker / variant / workload (ok rows; one line per broker version), change points
-    of each version's series marked; latency panels on a log axis. One chart ({"title", "html"}) per track."""
+    """Small multiples per broker / variant / workload (ok rows; one line per broker version and client library),
+    change points of each line marked; latency panels on a log axis. One chart ({"title", "html"}) per track."""
     env = _environment(data)
     rows = [r for r in data.history if (env is None or r.get("environment") in (env, None))
             and r.get("status") in (None, "ok")]
@@ -495,17 +497,16 @@ def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None,
         if only is not None and (b, x, w) not in only:
             continue
         t_rows = [r for r in rows if (str(r.get("broker")), str(r.get("variant")), str(r.get("workload"))) == (b, x, w)]
-        versions = sorted({str(r.get("broker_version")) for r in t_rows})
+        keys = series_keys(t_rows)
         panels = []
         for column, y_label in TREND_METRICS:
             series, changes = [], []
-            for version in versions:
-                v_rows = sorted((r for r in t_rows if str(r.get("broker_version")) == version
+            for key, name in keys.items():
+                v_rows = sorted((r for r in t_rows if series_key(r) == key
                                  and isinstance(r.get(column), (int, float)) and not isinstance(r.get(column), bool)),
                                 key=lambda r: str(r.get("run_ts")))
                 if v_rows:
-                    series.append((f"{version}", [str(r.get("run_ts")) for r in v_rows],
-                                   [float(r[column]) for r in v_rows]))
+                    series.append((name, [str(r.get("run_ts")) for r in v_rows], [float(r[column]) for r in v_rows]))
                     changes += _changes_for(v_rows, column)
             log_y = TREND_LOG.get(column, False)
             panels.append(Panel(y_label.replace(" (", "<br>(") + (", log" if log_y else ""), series, changes, log_y))
