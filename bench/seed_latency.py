@@ -19,36 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import uuid
+from pathlib import Path
 
-from _common import DRIVERS, ROOT, driver_brokers, job
+from _common import DRIVERS, driver_brokers, job
 
+from brokerbench.crosscheck import run_worker_processes
 from brokerbench.histogram import LogHistogram
 from brokerbench.worker.runner import prepare_job
 from brokerbench.worker.scaleout import split_job
-
-
-def run_processes(jobs: list[dict], timeout_s: float) -> list[str]:
-    tmp = tempfile.mkdtemp(prefix="bb-seed-")
-    procs, outs = [], []
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "include"))
-    for j in jobs:
-        jp, out = os.path.join(tmp, f"{j['worker']}.json"), os.path.join(tmp, f"{j['worker']}.jsonl")
-        with open(jp, "w") as f:
-            json.dump(j, f)
-        procs.append(subprocess.Popen([sys.executable, "-m", "brokerbench.worker", "run", "--job", jp, "--out", out],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
-        outs.append(out)
-    for p in procs:
-        try:
-            p.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
-    return outs
 
 
 def summarise(outs: list[str], target: float) -> dict:
@@ -96,8 +76,10 @@ def main() -> None:
                            interval_s=10, kind="latency")
                 prepare_job(base)
                 jobs = split_job(base, n, start_lead_s=12)
-                outs = run_processes(jobs, args.seconds + 120)
+                runs = run_worker_processes(jobs, Path(tempfile.mkdtemp(prefix="bb-seed-")), args.seconds + 120)
+                outs = [str(out) for _, out, _ in runs]
                 print(json.dumps({"driver": lib, "broker": broker, "implementation": ep.get("implementation"),
+                                  "version": ep.get("version"),
                                   "processes": len(jobs), "target_rate_msg_s": args.rate, "seconds": args.seconds,
                                   **summarise(outs, args.rate)}), flush=True)
 

@@ -505,6 +505,30 @@ def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float,
             "kind": "latency" if consumers else "producer-only"}
 
 
+def run_worker_processes(jobs: list[dict[str, Any]], work: Path, timeout_s: float) -> list[tuple[int | None, Path, Path]]:
+    """``python -m brokerbench.worker run`` once per job, side by side (topics prepared by the caller), each
+    stopped after ``timeout_s``; per job its exit code, result file and log (``<work>/<worker>.*``)."""
+    pkg_root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg_root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    runs = []
+    for job in jobs:
+        name = job["worker"]
+        jp, out, log = work / f"{name}.job.json", work / f"{name}.jsonl", work / f"{name}.worker.log"
+        jp.write_text(json.dumps(job))
+        with open(log, "w") as lf:
+            proc = subprocess.Popen([sys.executable, "-m", "brokerbench.worker", "run", "--job", str(jp), "--out",
+                                     str(out)], stdout=lf, stderr=subprocess.STDOUT, env=env)
+        runs.append((proc, out, log))
+    deadline = time.monotonic() + timeout_s
+    for proc, _, _ in runs:
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return [(proc.returncode, out, log) for proc, out, log in runs]
+
+
 def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float = 0.0,
                processes: int = 1) -> ToolFigures:
     """``python -m brokerbench.worker run`` for ``job`` (topics prepared first), in ``processes`` processes side
@@ -514,27 +538,12 @@ def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float 
     from .worker.runner import prepare_job
 
     prepare_job(job)
-    pkg_root = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg_root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    runs = []
-    for i in range(processes):
-        name = f"{job['topics'][0]}-{i}" if processes > 1 else job["topics"][0]
-        jp, out, log = work / f"{name}.job.json", work / f"{name}.jsonl", work / f"{name}.worker.log"
-        jp.write_text(json.dumps({**job, "worker": f"crosscheck-{i}"}))
-        with open(log, "w") as lf:
-            proc = subprocess.Popen([sys.executable, "-m", "brokerbench.worker", "run", "--job", str(jp), "--out",
-                                     str(out)], stdout=lf, stderr=subprocess.STDOUT, env=env)
-        runs.append((proc, out, log))
-    deadline = time.monotonic() + seconds * 3 + 120
-    for proc, _, _ in runs:
-        try:
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    topic = job["topics"][0]
+    jobs = [{**job, "worker": f"{topic}-{i}" if processes > 1 else topic} for i in range(processes)]
+    runs = run_worker_processes(jobs, work, seconds * 3 + 120)
     figures = summarise_worker_outputs([out.read_text().splitlines() if out.exists() else [] for _, out, _ in runs],
                                        warmup_s)
-    failed = [log for proc, _, log in runs if proc.returncode != 0]
+    failed = [log for rc, _, log in runs if rc != 0]
     if failed and figures.achieved_msg_s is None:
         figures.note += "; " + " | ".join(failed[0].read_text().strip().splitlines()[-2:])[:300]
     return figures
