@@ -28,13 +28,18 @@ SHORT = {"warmup_duration_minutes": 0.05, "test_duration_minutes": 0.15, "rate_o
          "interval_seconds": 3}
 
 
+#: the logins of the Kafka broker's SASL_PLAINTEXT listener (beside its PLAINTEXT one)
+SASL_USERS = {"bench": "bench-secret", "admin": "admin-secret"}
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """Apache Kafka and RabbitMQ on loopback, started once for the module."""
     from brokerbench.environments.local import LocalEnvironment
 
     env = LocalEnvironment("test_external/cluster", {"state_dir": str(tmp_path_factory.mktemp("cluster")),
-                                                     "disk_baseline_mb": 0, "kafka_heap_mb": 384})
+                                                     "disk_baseline_mb": 0, "kafka_heap_mb": 384,
+                                                     "kafka_sasl_plain_users": SASL_USERS})
     env.provision()
     try:
         yield {"env": env, "kafka": env.deploy("kafka", {}, "fsync-off", {}),
@@ -75,7 +80,16 @@ def rabbitmq_listing(cluster) -> dict[str, list[str]]:
 
 def run(ctx: RunContext, broker: str, variant: str) -> dict:
     """The pipeline's steps of one broker x variant, teardown whatever happens; the teardown record."""
+    return run_with(ctx, broker, variant, None)
+
+
+def run_with(ctx: RunContext, broker: str, variant: str, settings: dict | None) -> dict:
+    """:func:`run` with environment settings added to the plan (as a suite's environmentSettings)."""
     setup.validate(ctx)
+    if settings:
+        plan = ctx.plan()
+        plan.environment_settings.update(settings)
+        ctx.plan_path.write_text(plan.to_json())
     assert environment_lease.acquire_environment(ctx) is None
     try:
         setup.provision(ctx)
@@ -166,6 +180,42 @@ def test_rabbitmq_run_measures_and_leaves_queues_and_exchanges_as_they_were(conn
     assert_measured(ctx)
     cluster_said = json.loads((ctx.run_dir / "provenance" / "rabbitmq__fsync-on.json").read_text())["durability"]
     assert cluster_said["cluster"]["product"] == "RabbitMQ" and cluster_said["cluster"]["version"]
+
+
+@pytest.mark.parametrize("library", ["kafka-python", "confluent-kafka"])
+def test_sasl_plain_settings_reach_both_kafka_client_libraries(connections, tmp_path, monkeypatch, library):
+    """The connection's SASL/PLAIN login goes to the admin client, prepare, producers and consumers of either
+    library: the run measures on the SASL listener; the password is in no file of the run."""
+    sasl = connections["env"]._broker("kafka").state()["sasl_address"]
+    monkeypatch.setenv("AIRFLOW_CONN_SECURE_KAFKA", json.dumps(
+        {"conn_type": "kafka", "login": "bench", "password": SASL_USERS["bench"],
+         "extra": {"bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}}))
+    ctx = RunContext("brokerbench_smoke", f"manual__{uuid.uuid4().hex[:6]}", "smoke",
+                     {"results_root": str(tmp_path / "results"), "environment": "external", "brokers": ["kafka"],
+                      "variants": ["fsync-off"], "client_libraries": {"kafka": library}, **SHORT})
+    before = kafka_listing(connections["kafka"].bootstrap_servers)
+    record = run_with(ctx, "kafka", "fsync-off", {"connections": {"kafka": "secure_kafka"}})
+    assert record["errors"] == [] and record["clusters"]["kafka"]["address"] == sasl
+    assert_measured(ctx)
+    assert kafka_listing(connections["kafka"].bootstrap_servers) == before
+    leaked = [str(f) for f in ctx.run_dir.rglob("*") if f.is_file() and SASL_USERS["bench"] in
+              f.read_text(errors="replace")]
+    assert leaked == []
+
+
+def test_a_wrong_sasl_password_fails_the_run_and_leaves_nothing(connections, tmp_path, monkeypatch):
+    sasl = connections["env"]._broker("kafka").state()["sasl_address"]
+    monkeypatch.setenv("AIRFLOW_CONN_SECURE_KAFKA", json.dumps(
+        {"conn_type": "kafka", "login": "bench", "password": "not-the-password",
+         "extra": {"bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}}))
+    ctx = RunContext("brokerbench_smoke", f"manual__{uuid.uuid4().hex[:6]}", "smoke",
+                     {"results_root": str(tmp_path / "results"), "environment": "external", "brokers": ["kafka"],
+                      "variants": ["fsync-off"], "client_libraries": {"kafka": "confluent-kafka"}, **SHORT})
+    before = kafka_listing(connections["kafka"].bootstrap_servers)
+    with pytest.raises(Exception, match="Authentication failed: Invalid username or password") as e:
+        run_with(ctx, "kafka", "fsync-off", {"connections": {"kafka": "secure_kafka"}})
+    print("wrong password:", str(e.value)[:300])
+    assert kafka_listing(connections["kafka"].bootstrap_servers) == before
 
 
 def test_a_run_that_died_after_preparing_is_cleaned_by_a_fresh_teardown(connections, tmp_path):

@@ -30,6 +30,10 @@ class LocalSettings(BaseModel):
     kafka_home: str | None = Field(None, description="an unpacked Apache Kafka tarball instead of a Maven version")
     pulsar_home: str | None = Field(None, description="an unpacked Apache Pulsar tarball instead of a Maven version")
     kafka_heap_mb: int = Field(1024, description="heap of the Apache Kafka JVM, MB")
+    kafka_sasl_plain_users: dict[str, str] = Field(
+        default_factory=dict, description="Apache Kafka: a SASL_PLAINTEXT listener (PLAIN) with these logins "
+                                          "{user: password} beside the PLAINTEXT one; the broker record's "
+                                          "sasl_address says where")
     pulsar_heap_mb: int = Field(1024, description="heap of the Apache Pulsar JVM, MB (direct memory: the same)")
     start_timeout_s: float = Field(120.0, description="how long a broker may take to serve, s")
     tuned_profile: str = Field("latency-performance", description="tuned-adm profile applied by host setup")

@@ -9,11 +9,12 @@ optionally the management HTTP API for RabbitMQ.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, Iterator
 
 from ..base import EnvironmentFailure
 from .connections import Cluster, redact_uri
@@ -41,17 +42,42 @@ def kafka_conf(c: Cluster) -> dict[str, Any]:
     return {"bootstrap.servers": c.bootstrap_servers, **c.client_config}
 
 
+#: what librdkafka reported through error_cb, per admin client (its exceptions alone say "transport failure"
+#: where the cause was a refused login)
+_said: dict[int, list[str]] = {}
+
+
 def _kafka_admin(c: Cluster):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({**kafka_conf(c), "socket.timeout.ms": int(TIMEOUT_S * 1000)})
+    said: list[str] = []
+    conf: dict[str, Any] = {**kafka_conf(c), "socket.timeout.ms": int(TIMEOUT_S * 1000),
+                            "error_cb": lambda err: said.append(str(err))}
+    admin = AdminClient(conf)
+    _said[id(admin)] = said
+    return admin
+
+
+@contextlib.contextmanager
+def _explained(c: Cluster, admin, what: str) -> Iterator[None]:
+    """A failure of ``what`` as an EnvironmentFailure naming the cluster and what the client reported (an
+    authentication error, a TLS failure)."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - re-raised with the client's own reports
+        with contextlib.suppress(Exception):
+            admin.poll(0.1)  # error_cb is served from poll
+        said = list(dict.fromkeys(_said.get(id(admin), [])))[-3:]
+        raise EnvironmentFailure(f"{what} on {c.address()}: {e}" + (f"; the client reported: {'; '.join(said)}"
+                                                                   if said else ""), "kafka") from None
 
 
 def kafka_objects(c: Cluster) -> dict[str, list[str]]:
     """Every topic and consumer group of the cluster (internal topics included), sorted."""
     admin = _kafka_admin(c)
-    topics = sorted(admin.list_topics(timeout=TIMEOUT_S).topics)
-    groups = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result()
+    with _explained(c, admin, "listing topics and consumer groups"):
+        topics = sorted(admin.list_topics(timeout=TIMEOUT_S).topics)
+        groups = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result()
     return {"topics": topics, "consumer_groups": sorted(g.group_id for g in groups.valid)}
 
 
@@ -60,7 +86,8 @@ def kafka_describe(c: Cluster) -> dict[str, Any]:
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     admin = _kafka_admin(c)
-    md = admin.list_topics(timeout=TIMEOUT_S)
+    with _explained(c, admin, "reading the cluster's metadata"):
+        md = admin.list_topics(timeout=TIMEOUT_S)
     ids = sorted(md.brokers)
     out: dict[str, Any] = {"cluster_id": md.cluster_id, "brokers": len(ids), "controller_id": md.controller_id}
     try:
