@@ -35,6 +35,8 @@ class LocalSettings(BaseModel):
                                           "{user: password} beside the PLAINTEXT one; the broker record's "
                                           "sasl_address says where")
     pulsar_heap_mb: int = Field(1024, description="heap of the Apache Pulsar JVM, MB (direct memory: the same)")
+    pulsar_token_auth: bool = Field(False, description="Apache Pulsar: token authentication on (the admin "
+                                                       "token is the broker record's token)")
     start_timeout_s: float = Field(120.0, description="how long a broker may take to serve, s")
     tuned_profile: str = Field("latency-performance", description="tuned-adm profile applied by host setup")
     disk_baseline_mb: int = Field(64, description="size of the disk baseline, MB (0: skipped)")

@@ -12,6 +12,7 @@ import base64
 import contextlib
 import json
 import logging
+import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any, Iterator
@@ -138,8 +139,15 @@ def pulsar_request(c: Cluster, method: str, path: str, body: Any = None) -> Any:
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(f"{c.admin_url}/admin/v2/{path.lstrip('/')}", data=data, method=method,
                                  headers=headers)
-    with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
-        text = r.read().decode()
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
+            text = r.read().decode()
+    except urllib.error.HTTPError as e:
+        said = " ".join(e.read().decode(errors="replace").split())[:300]
+        raise EnvironmentFailure(f"admin API {method} {c.admin_url}/admin/v2/{path.lstrip('/')}: HTTP {e.code} "
+                                 f"{e.reason}" + (f": {said}" if said else "")
+                                 + (" (the connection's token was refused)" if e.code in (401, 403) else ""),
+                                 "pulsar") from None
     if not text.strip():
         return None
     try:
