@@ -30,8 +30,13 @@ JVM_PERFORMANCE = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:In
 
 
 def kraft_cluster_id() -> str:
-    """A KRaft cluster id as ``kafka-storage.sh random-uuid`` prints one (a UUID, base64url without padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A KRaft cluster id as ``kafka-storage.sh random-uuid`` prints one (a UUID, base64url without padding),
+    never starting with ``-`` (Kafka's Uuid.randomUuid avoids it too: the storage tool would take it for an
+    option)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
 
 
 class ApacheKafkaBroker(KafkaProbeMixin, LocalBroker):
