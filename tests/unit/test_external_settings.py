@@ -193,8 +193,9 @@ def test_every_name_a_run_creates_carries_its_prefix_and_only_those_are_owned():
     job = {"broker": "rabbitmq", "topics": [f"{prefix}-w-fsync-off-0"], "subscriptions": [f"{prefix}-sub-0"],
            "workload": {"partitionsPerTopic": 2}}
     names = object_names(job)
-    assert names == [f"{prefix}-w-fsync-off-0", f"{prefix}-sub-0", f"{prefix}-w-fsync-off-0.{prefix}-sub-0.0",
+    assert names == [f"{prefix}-w-fsync-off-0", f"{prefix}-w-fsync-off-0.{prefix}-sub-0.0",
                      f"{prefix}-w-fsync-off-0.{prefix}-sub-0.1"]
+    assert object_names({**job, "broker": "kafka"}) == [f"{prefix}-w-fsync-off-0", f"{prefix}-sub-0"]
     assert all(owned(n, prefix) for n in names)
     for foreign in ("orders", prefix, prefix + "f-x", "bb-other-topic", "__consumer_offsets", "x" + prefix + "-a"):
         assert not owned(foreign, prefix), foreign
@@ -248,3 +249,10 @@ def test_validate_refuses_before_writing_a_plan(monkeypatch, tmp_path):
     print(e.value)
     assert e.value.field == "variants.fsync-off.pulsar.broker.journalSyncData"
     assert not ctx.plan_path.exists()
+
+
+def test_undeploy_of_a_broker_the_run_did_not_pick_needs_no_connection(tmp_path, monkeypatch):
+    # the DAG's undeploy tasks run (all_done) for every broker of the suite, picked or not
+    monkeypatch.delenv("AIRFLOW_CONN_BROKERBENCH_PULSAR", raising=False)
+    env = ExternalEnvironment("dag/run", {"state_dir": str(tmp_path / "state")}, brokers=["kafka"])
+    env.undeploy("pulsar")

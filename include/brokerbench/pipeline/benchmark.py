@@ -158,13 +158,14 @@ def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
 
 
 def object_names(job: dict[str, Any]) -> list[str]:
-    """The names a job's prepare creates on the broker: topics (RabbitMQ: exchanges), subscriptions (Kafka:
-    consumer groups) and RabbitMQ's queues, ``<topic>.<subscription>.<partition>``."""
-    names = list(job["topics"]) + list(job["subscriptions"])
+    """The names a job's prepare creates on the broker: topics (RabbitMQ: exchanges) and subscriptions (Kafka:
+    consumer groups; Pulsar: subscriptions of the topics) or, on RabbitMQ, which has no subscription object,
+    the queues ``<topic>.<subscription>.<partition>``."""
     if job["broker"] == "rabbitmq":
         partitions = int(job["workload"].get("partitionsPerTopic", 1))
-        names += [f"{t}.{s}.{p}" for t in job["topics"] for s in job["subscriptions"] for p in range(partitions)]
-    return names
+        return list(job["topics"]) + [f"{t}.{s}.{p}" for t in job["topics"] for s in job["subscriptions"]
+                                      for p in range(partitions)]
+    return list(job["topics"]) + list(job["subscriptions"])
 
 
 def raw_prefixes(ctx: RunContext, broker: str, variant: str) -> list[str]:

@@ -254,33 +254,35 @@ def rabbitmq_describe(c: Cluster) -> dict[str, Any]:
 
 
 def rabbitmq_delete(c: Cluster, prefix: str, recorded: list[str]) -> dict[str, list[str]]:
-    """Delete the run's queues and exchanges: the ``recorded`` names (what the run's prepare step said it would
-    create) and, with a management API, every queue and exchange the listing shows with the prefix; each name
-    is checked against the prefix first. Deleting a queue or exchange that is not there is no error in
-    RabbitMQ."""
+    """Delete the run's queues and exchanges: each name among the ``recorded`` ones (what the run's prepare step
+    said it would create) and, with a management API, the listing's - every one checked against the prefix
+    first - that exists as a queue or an exchange (a passive declare asks). Returns what was deleted."""
     import pika.exceptions
 
     listed = rabbitmq_objects(c) or {"queues": [], "exchanges": []}
-    queues = sorted({n for n in recorded if "." in n} | set(listed["queues"]))
-    exchanges = sorted({n for n in recorded if "." not in n} | set(listed["exchanges"]))
-    queues = [q for q in queues if owned(q, prefix)]
-    exchanges = [x for x in exchanges if owned(x, prefix)]
+    names = sorted(n for n in set(recorded) | set(listed["queues"]) | set(listed["exchanges"]) if owned(n, prefix))
+    deleted: dict[str, list[str]] = {"queues": [], "exchanges": []}
     errors = []
     conn = _amqp(c)
     try:
         ch = conn.channel()
-        for kind, names in (("queue", queues), ("exchange", exchanges)):
-            for n in names:
+        for n in names:
+            for kind in ("queue", "exchange"):
                 try:
-                    (ch.queue_delete if kind == "queue" else ch.exchange_delete)(n)
+                    if kind == "queue":
+                        ch.queue_declare(n, passive=True)
+                        ch.queue_delete(n)
+                    else:
+                        ch.exchange_declare(n, passive=True)
+                        ch.exchange_delete(n)
+                    deleted[kind + "s"].append(n)
                 except pika.exceptions.ChannelClosedByBroker as e:
-                    if e.reply_code != 404:
+                    if e.reply_code != 404:  # 404: there is no such queue / exchange
                         errors.append(f"{kind} {n}: {e}")
                     ch = conn.channel()
     finally:
         conn.close()
-    return {"queues": queues, "exchanges": exchanges, "errors": errors,
-            "listed": bool(c.management_url)}  # type: ignore[dict-item]
+    return {**deleted, "errors": errors}
 
 
 # -- any broker ---------------------------------------------------------------------------------------------------

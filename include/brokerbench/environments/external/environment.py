@@ -185,8 +185,10 @@ class ExternalEnvironment(Environment):
         return {"broker": broker, "implementation": "external", "status": "serving", "address": admin.where(c)}
 
     def undeploy(self, broker: str) -> None:
-        log.info("%s: external cluster %s left running (not brokerbench's to stop)", broker,
-                 admin.where(self.cluster(broker)))
+        """Nothing to stop; needs no connection (it also runs for brokers a run did not pick)."""
+        where = self._recorded_clusters().get(broker, {}).get("address")
+        if where:
+            log.info("%s: external cluster %s left running (not brokerbench's to stop)", broker, where)
 
     def record_created(self, broker: str, names: list[str]) -> None:
         """The names the prepare step is about to create on ``broker``'s cluster, kept for teardown."""
