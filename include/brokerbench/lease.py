@@ -14,7 +14,8 @@ A lease is a small JSON file per scope, changed only under an exclusive
     {"holders": {"<run key>": {"since": ..., "expires": ..., "note": ...}}}
 
 Scopes: ``local@<hostname>`` (slots 1: this machine is the one host under
-test) and ``aws`` (slots = the configured number of concurrent runs; each run
+test), ``external@<broker>=<address>+...`` (slots 1: the clusters a run measures on, see
+``environments.external.lease_scope``) and ``aws`` (slots = the configured number of concurrent runs; each run
 has its own fleet, so one measurement per fleet is already given by the DAG's
 order). A holder renews its lease at every step; a lease not renewed before it
 expires (the holder's run died without teardown) is dropped with a warning, so

@@ -34,6 +34,15 @@ def run_key(dag_id: str, run_id: str) -> str:
     return f"{safe_name(dag_id)}/{safe_name(run_id)}"
 
 
+def run_prefix(key: str) -> str:
+    """The prefix of every topic, subscription, queue and consumer group a run creates on a broker,
+    ``bb-<8 hex digits of sha1(run key)>``; its objects are named ``<prefix>-...`` (the external environment's
+    teardown deletes exactly those)."""
+    import hashlib
+
+    return "bb-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+
+
 def dag_id_for(suite_name: str) -> str:
     """The DAG id of a suite."""
     return f"brokerbench_{suite_name}".replace("-", "_")

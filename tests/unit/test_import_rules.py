@@ -28,6 +28,8 @@ RULES = {
     **{m: (*ENV_SHARED, *HELPERS) for m in ENV_SHARED if m != "brokerbench.environments"},
     "brokerbench.environments.machine": (*ENV_SHARED, *HELPERS),
     "brokerbench.environments.local": (*ENV_SHARED, "brokerbench.environments.machine", *HELPERS),
+    "brokerbench.environments.external": (*ENV_SHARED, "brokerbench.environments.machine", "brokerbench.spec",
+                                          *HELPERS),
     "brokerbench.environments.aws": (*ENV_SHARED, "brokerbench.environments.machine", "brokerbench.spec",
                                      *HELPERS),
     # the analysis modules: a leaf of metric definitions, then the judges, then the report

@@ -57,7 +57,7 @@ def test_lists_name_the_shipped_files():
             "ingest-1-topic-1-partition-220b-max"} <= set(list_workloads())
     assert list_drivers() == ["kafka-latency", "kafka-replicated", "kafka-throughput",
                               "pulsar-default", "pulsar-replicated", "rabbitmq-default"]
-    assert list_variants() == ["fsync-off", "fsync-on"]
+    assert list_variants() == ["as-configured", "fsync-off", "fsync-on"]
     assert {"smoke", "nightly-latency"} <= set(list_suites())
     assert list_workloads() == sorted(list_workloads())
 

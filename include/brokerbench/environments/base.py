@@ -12,6 +12,7 @@ XCom and into the run's provenance files.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -81,6 +82,10 @@ class BrokerEndpoint:
     http_url: str | None = None  # pulsar admin, when there is one
     amqp_uris: list[str] = field(default_factory=list)  # rabbitmq, one per node
     nodes: int = 1
+    #: client properties the workers pass to the client library (external clusters: Kafka security.protocol,
+    #: sasl.*, ssl.ca.location; Pulsar token, tls_trust_certs_file_path); a secret is written as
+    #: ``${env:BROKERBENCH_SECRET_...}`` and read from the worker's environment
+    client_config: dict[str, str] = field(default_factory=dict)
     # What durability the running broker gives, in plain words:
     # {"variant": "fsync-on", "honoured": True/False, "note": "...", "settings": {...}}
     durability: dict[str, Any] = field(default_factory=dict)
@@ -132,6 +137,15 @@ class Environment(ABC):
         """Called after each phase: stop samplers, bring host metrics to
         ``dest_dir``; returns per-host summaries."""
         return {}
+
+    def record_created(self, broker: str, names: list[str]) -> None:  # noqa: ARG002 - the default keeps none
+        """The names (topics, subscriptions, queues) a run's prepare step is about to create on ``broker``, told
+        before it creates them. Default: not kept (the environment's teardown removes the brokers)."""
+
+    def client_secrets(self) -> contextlib.AbstractContextManager[None]:
+        """A context in which this process's clients find the secrets the endpoint names (external clusters:
+        ``BROKERBENCH_SECRET_*`` environment variables). Default: none."""
+        return contextlib.nullcontext()
 
     def health(self, broker: str) -> dict[str, Any]:
         """Raise an error naming ``broker`` unless it runs and serves. Default: no check."""

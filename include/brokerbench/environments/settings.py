@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class LocalSettings(BaseModel):
@@ -30,7 +30,13 @@ class LocalSettings(BaseModel):
     kafka_home: str | None = Field(None, description="an unpacked Apache Kafka tarball instead of a Maven version")
     pulsar_home: str | None = Field(None, description="an unpacked Apache Pulsar tarball instead of a Maven version")
     kafka_heap_mb: int = Field(1024, description="heap of the Apache Kafka JVM, MB")
+    kafka_sasl_plain_users: dict[str, str] = Field(
+        default_factory=dict, description="Apache Kafka: a SASL_PLAINTEXT listener (PLAIN) with these logins "
+                                          "{user: password} beside the PLAINTEXT one; the broker record's "
+                                          "sasl_address says where")
     pulsar_heap_mb: int = Field(1024, description="heap of the Apache Pulsar JVM, MB (direct memory: the same)")
+    pulsar_token_auth: bool = Field(False, description="Apache Pulsar: token authentication on (the admin "
+                                                       "token is the broker record's token)")
     start_timeout_s: float = Field(120.0, description="how long a broker may take to serve, s")
     tuned_profile: str = Field("latency-performance", description="tuned-adm profile applied by host setup")
     disk_baseline_mb: int = Field(64, description="size of the disk baseline, MB (0: skipped)")
@@ -92,6 +98,43 @@ class AwsSettings(BaseModel):
     disk_baseline_mb: int = 1024
     metrics_interval_s: float = 1.0
     ssh_timeout_s: int = 20
+
+
+class ExternalSettings(BaseModel):
+    """Settings of the ``external`` environment (docs/external.md): clusters that exist, given by connection."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    connections: dict[str, str] = Field(
+        default_factory=dict, description="Airflow connection id per broker (kafka, pulsar, rabbitmq); default "
+                                          "brokerbench_<broker>")
+    clients: Literal["local"] = Field("local", description="where the worker processes run: this machine (the "
+                                                           "Airflow worker's); an aws client fleet is not "
+                                                           "implemented yet")
+    max_rate_msg_s: float = Field(10_000, gt=0, description="refuse a workload whose producer rate (or a sweep "
+                                                             "rate) is above this; an unthrottled workload (rate "
+                                                             "0) is refused too")
+    max_message_size_bytes: int = Field(65_536, gt=0, description="refuse a larger messageSize")
+    max_total_bytes: int = Field(10 * 1024 ** 3, gt=0, description="refuse a run whose messages (rate x size x "
+                                                                   "warm-up and measured minutes, every workload "
+                                                                   "and trial) add up to more")
+    max_duration_minutes: float = Field(60.0, gt=0, description="refuse a run whose phases add up to more")
+    state_dir: str | None = Field(None, description="the run's state directory; None: $BROKERBENCH_HOME/state/"
+                                                    "<run>")
+    worker_processes: int | None = Field(None, description="worker processes on this machine (default 1)")
+    metrics_interval_s: float = Field(1.0, description="host metrics sampling interval of this machine, s")
+    # the environment params every suite DAG has (broker versions, implementations): ignored by external
+    broker_versions: dict[str, str] | None = Field(None, description="not used: the cluster's version is "
+                                                                      "recorded, never chosen")
+    broker_implementations: dict[str, str] | None = Field(None, description="not used")
+
+    @field_validator("connections")
+    @classmethod
+    def _brokers(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(v) - {"kafka", "pulsar", "rabbitmq"})
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)}: not a broker (kafka, pulsar, rabbitmq)")
+        return v
 
 
 def defaults(model: type[BaseModel]) -> dict[str, Any]:

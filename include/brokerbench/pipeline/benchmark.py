@@ -3,7 +3,6 @@ measured phases on the environment's workers, undeploy."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -16,7 +15,7 @@ from brokerbench.pipeline.context import NotSelected, RunContext, log
 from brokerbench.spec.clients import ceiling_warning
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
-from brokerbench.util import safe_name
+from brokerbench.util import run_prefix, safe_name
 from brokerbench.worker.job import Job
 from brokerbench.worker.runner import prepare_job, workload_kind
 from brokerbench.worker.scaleout import split_job
@@ -57,12 +56,12 @@ def _endpoint(ctx: RunContext, broker: str, variant: str) -> BrokerEndpoint:
 def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
     """Topic and subscription names, unique per run (OMB uses random names); the trials of a workload share
     them (the first trial's warm-up prepared them)."""
-    tag = hashlib.sha1(ctx.run_key.encode()).hexdigest()[:8]
-    base = safe_name(f"bb-{tag}-{item.base_workload_id}-{item.variant}")
+    prefix = run_prefix(ctx.run_key)
+    base = safe_name(f"{prefix}-{item.base_workload_id}-{item.variant}")
     topics = [f"{base}-{t}" for t in range(item.workload.topics)]
-    # the tag too: a Kafka consumer group named "sub-0" would otherwise be shared
-    # with every earlier run on the same broker
-    subs = [f"sub-{tag}-{s}" for s in range(item.workload.subscriptions_per_topic)]
+    # the run's prefix too: a Kafka consumer group named "sub-0" would otherwise be shared with every earlier
+    # run on the same broker, and the external environment deletes exactly what carries the prefix
+    subs = [f"{prefix}-sub-{s}" for s in range(item.workload.subscriptions_per_topic)]
     return topics, subs
 
 
@@ -143,16 +142,30 @@ def client_rate_warnings(plan, processes: int) -> list[str]:
 def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
     endpoint = _endpoint(ctx, broker, variant)
     environment_lease.hold_environment(ctx)
+    env = ctx.environment()
     created = []
     for item in _items(ctx, broker, variant):
         if not item.warms_up:
             continue  # a later trial: the first trial's topics
         job = _job(ctx, item, endpoint, "prepare", 0, 1, "prepare")
-        prepare_job(job)
+        env.record_created(broker, object_names(job))  # before they exist: a crash in between leaves none unknown
+        with env.client_secrets():
+            prepare_job(job)
         created += job["topics"]
         log.info("%s: created %s with %d partitions and subscriptions %s", broker, ", ".join(job["topics"]),
                  item.workload.partitions_per_topic, ", ".join(job["subscriptions"]))
     return created
+
+
+def object_names(job: dict[str, Any]) -> list[str]:
+    """The names a job's prepare creates on the broker: topics (RabbitMQ: exchanges) and subscriptions (Kafka:
+    consumer groups; Pulsar: subscriptions of the topics) or, on RabbitMQ, which has no subscription object,
+    the queues ``<topic>.<subscription>.<partition>``."""
+    if job["broker"] == "rabbitmq":
+        partitions = int(job["workload"].get("partitionsPerTopic", 1))
+        return list(job["topics"]) + [f"{t}.{s}.{p}" for t in job["topics"] for s in job["subscriptions"]
+                                      for p in range(partitions)]
+    return list(job["topics"]) + list(job["subscriptions"])
 
 
 def raw_prefixes(ctx: RunContext, broker: str, variant: str) -> list[str]:

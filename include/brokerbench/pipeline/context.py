@@ -112,6 +112,11 @@ class RunContext:
 
             return AwsEnvironment(self.run_key, self._env_settings(),
                                   plan=self.plan() if self.plan_path.exists() else None)
+        if name == "external":
+            from brokerbench.environments.external import ExternalEnvironment
+
+            brokers = sorted({i.broker for i in self.plan().items}) if self.plan_path.exists() else []
+            return ExternalEnvironment(self.run_key, self._env_settings(), brokers=brokers)
         raise NotImplementedError(f"environment {name!r} is not available in this version of brokerbench")
 
     def _env_settings(self) -> dict[str, Any]:

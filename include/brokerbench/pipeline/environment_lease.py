@@ -14,10 +14,16 @@ from brokerbench.pipeline.context import RunContext, log
 
 def lease_scope(ctx: RunContext) -> tuple[str, int]:
     """The run's lease scope and its number of slots (``local``: this machine, 1; ``aws``: the setting
-    ``max_concurrent_runs``, default 1)."""
+    ``max_concurrent_runs``, default 1; ``external``: the clusters, 1)."""
     env = ctx.environment_name()
     if env == "local":
         return lease.scope_for(env), 1
+    if env == "external":
+        # per cluster: the scope names the clusters' addresses (no credentials)
+        from brokerbench.environments.external import lease_scope as external_scope
+
+        brokers = sorted({i.broker for i in ctx.plan().items})
+        return external_scope(ctx._env_settings(), brokers), 1
     if env == "aws":
         # the aws package (its templates, scripts and fleet): only for an aws run
         from brokerbench.environments.aws.settings_check import merge_settings

@@ -34,6 +34,12 @@ def validate(ctx: RunContext) -> dict[str, Any]:
         from brokerbench.environments.aws.settings_check import check_plan
 
         check_plan(plan, ctx.params)
+    if plan.environment == "external":
+        # connections, variants that need a broker restart, the safety limits: refused here, naming the field
+        from brokerbench.environments.external.checks import check_plan as check_external
+
+        clusters = check_external(plan, ctx.params)
+        log.info("external clusters: %s", ", ".join(f"{b} at {a}" for b, a in clusters.items()))
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     if plan.environment == "local":
         # broker implementations and versions: resolved now (Maven Central, once per version), refused naming

@@ -59,7 +59,7 @@ class RunParams(BaseModel):
     test_duration_minutes: float | None = Field(default=None, gt=0, le=MAX_DURATION_MINUTES, allow_inf_nan=False)
     warmup_duration_minutes: float | None = Field(default=None, ge=0, le=MAX_DURATION_MINUTES, allow_inf_nan=False)
     rate_override_msg_s: int | None = Field(default=None, ge=0, le=MAX_RATE_MSG_S)
-    environment: Literal["local", "aws"] | None = None
+    environment: Literal["local", "aws", "external"] | None = None
     results_root: str | None = None
     interval_seconds: int | None = Field(default=None, gt=0, le=MAX_INTERVAL_SECONDS)
     trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
@@ -165,7 +165,7 @@ class Plan(BaseModel):
     format_version: int = PLAN_FORMAT_VERSION
     suite: str
     description: str = ""
-    environment: Literal["local", "aws"]
+    environment: Literal["local", "aws", "external"]
     environment_settings: dict[str, Any] = Field(default_factory=dict)
     results_root: str
     interval_seconds: int = Field(gt=0)

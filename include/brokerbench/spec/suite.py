@@ -38,7 +38,7 @@ class Suite(BaseModel):
     description: Description = ""
     schedule: str | None = None
     tags: list[Tag] = Field(default_factory=list)
-    environment: Literal["local", "aws"] = "local"
+    environment: Literal["local", "aws", "external"] = "local"
     workloads: list[str] = Field(min_length=1)
     brokers: dict[str, str] = Field(min_length=1)
     #: broker -> client library (spec/clients.py): over the driver's clientLibrary, under the param client_libraries

@@ -384,8 +384,9 @@ class PulsarProbeMixin:
         import pulsar  # the client libraries: only for the broker probed
 
         require_listening(state["address"])
+        auth = {"authentication": pulsar.AuthenticationToken(state["token"])} if state.get("token") else {}
         client = pulsar.Client(state["service_url"], operation_timeout_seconds=5, connection_timeout_ms=3000,
-                               logger=_quiet_pulsar_logger())
+                               logger=_quiet_pulsar_logger(), **auth)
         try:
             producer = client.create_producer("persistent://public/default/brokerbench-probe",
                                               send_timeout_millis=5000)

@@ -9,6 +9,8 @@ the acknowledgement appends ``time_ns() - send_ns`` to
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable
@@ -35,6 +37,22 @@ def parse_properties(value: Any) -> dict[str, str]:
         else:
             out[line[:sep].strip()] = line[sep + 1:].strip()
     return out
+
+
+_SECRET_REF = re.compile(r"\$\{env:(BROKERBENCH_SECRET_[A-Z0-9_]+)\}")
+
+
+def expand_secrets(value: str) -> str:
+    """``value`` with each ``${env:BROKERBENCH_SECRET_...}`` replaced by that environment variable: how an
+    endpoint names a secret (an external cluster's password or token) without carrying it. A variable that is
+    not set is an error naming it."""
+    def one(m: re.Match) -> str:
+        if m.group(1) not in os.environ:
+            raise RuntimeError(f"the endpoint names the secret {m.group(1)}, which is not in this process's "
+                               "environment (the environment that started the worker gives it)")
+        return os.environ[m.group(1)]
+
+    return _SECRET_REF.sub(one, value)
 
 
 class Producer(ABC):
@@ -98,6 +116,8 @@ class Driver(ABC):
         self.endpoint = endpoint
         self.driver = driver
         self.recorder = recorder
+        #: the endpoint's client properties (an external cluster's security settings), secrets expanded
+        self.client_config = {str(k): expand_secrets(str(v)) for k, v in (endpoint.get("client_config") or {}).items()}
 
     @abstractmethod
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:

@@ -190,6 +190,7 @@ class ConfluentKafkaDriver(Driver):
         # otherwise
         self.common = {"socket.nagle.disable": True, **_clean(parse_properties(driver.get("commonConfig")))}
         self.common["bootstrap.servers"] = endpoint["bootstrap_servers"]
+        self.common.update(self.client_config)  # librdkafka names already (security.protocol, sasl.*, ssl.*)
 
     @override
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:

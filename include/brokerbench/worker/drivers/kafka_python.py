@@ -38,6 +38,20 @@ _CONSUMER_KEYS = {
 }
 
 
+#: librdkafka / Java security property -> kafka-python keyword (an external cluster's connection)
+_SECURITY_KEYS = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+                  "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+                  "ssl.ca.location": "ssl_cafile"}
+
+
+def security_kwargs(client_config: dict[str, str]) -> dict[str, Any]:
+    """kafka-python's keywords for the endpoint's security properties (others are not kafka-python's)."""
+    out: dict[str, Any] = {_SECURITY_KEYS[k]: v for k, v in client_config.items() if k in _SECURITY_KEYS}
+    if client_config.get("ssl.endpoint.identification.algorithm", "https").lower() in ("none", ""):
+        out["ssl_check_hostname"] = False
+    return out
+
+
 def _typed(v: str) -> Any:
     low = v.lower()
     if low in ("true", "false"):
@@ -118,10 +132,11 @@ class KafkaPythonDriver(Driver):
         self.bootstrap = endpoint["bootstrap_servers"]
         self.common = parse_properties(driver.get("commonConfig"))
         self.common.pop("bootstrap.servers", None)
+        self.security = security_kwargs(self.client_config)
 
     @override
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000, **self.security)
         try:
             configs = parse_properties(self.driver.get("topicConfig"))
             rf = int(self.driver.get("replicationFactor", 1))
@@ -137,7 +152,7 @@ class KafkaPythonDriver(Driver):
     @override
     def create_producer(self, topic: str, partitions: int) -> Producer:
         kw = _kwargs(parse_properties(self.driver.get("producerConfig")), _PRODUCER_KEYS)
-        return _KafkaProducer(KafkaProducer(bootstrap_servers=self.bootstrap, **kw), topic, self.recorder)
+        return _KafkaProducer(KafkaProducer(bootstrap_servers=self.bootstrap, **self.security, **kw), topic, self.recorder)
 
     @override
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
@@ -147,7 +162,7 @@ class KafkaPythonDriver(Driver):
         # "latest": earlier messages (a warm-up's) are not this phase's;
         # "earliest": catch-up reads and consumer-only read what the topic retains
         kw["auto_offset_reset"] = start
-        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=subscription, **kw)
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=subscription, **self.security, **kw)
         consumer = _KafkaConsumer.__new__(_KafkaConsumer)
         consumer._want_paused = paused
 

@@ -30,7 +30,14 @@ from typing import Any
 import pika
 from pika.spec import Basic
 
-from brokerbench.worker.drivers.base import Consumer, Driver, FlagPausedConsumer, PayloadHandler, Producer
+from brokerbench.worker.drivers.base import (
+    Consumer,
+    Driver,
+    FlagPausedConsumer,
+    PayloadHandler,
+    Producer,
+    expand_secrets,
+)
 
 
 def queue_name(topic: str, subscription: str, partition: int) -> str:
@@ -231,7 +238,8 @@ class PikaDriver(Driver):
 
     def __init__(self, endpoint, driver, recorder):
         super().__init__(endpoint, driver, recorder)
-        self.uris = endpoint.get("amqp_uris") or driver.get("amqpUris") or []
+        # an external cluster's URI names its password as a secret reference
+        self.uris = [expand_secrets(u) for u in (endpoint.get("amqp_uris") or driver.get("amqpUris") or [])]
         if not self.uris:
             raise ValueError("RabbitMQ endpoint has no amqp_uris")
         self.queue_type = str(driver.get("queueType", "CLASSIC")).upper()

@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 import time
+import urllib.error
 import urllib.request
 from importlib.metadata import version
 from typing import Any
@@ -94,12 +95,28 @@ class PulsarClientDriver(Driver):
         super().__init__(endpoint, driver, recorder)
         client_cfg = driver.get("client") or {}
         # connectionsPerBroker has no equivalent in the Python client
+        kw = {}
+        if self.client_config.get("token"):  # an external cluster's token
+            kw["authentication"] = pulsar.AuthenticationToken(self.client_config["token"])
+        if self.client_config.get("tls_trust_certs_file_path"):
+            kw["tls_trust_certs_file_path"] = self.client_config["tls_trust_certs_file_path"]
         self.client = pulsar.Client(
             endpoint["service_url"],
             io_threads=int(client_cfg.get("ioThreads", 1)),
             operation_timeout_seconds=30,
             logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+            **kw,
         )
+
+    def _admin(self, method: str, path: str, body: Any) -> None:
+        """A call of the admin REST API (``path`` under ``/admin/v2/``), with the endpoint's token."""
+        headers = {"Content-Type": "application/json"}
+        if self.client_config.get("token"):
+            headers["Authorization"] = f"Bearer {self.client_config['token']}"
+        req = urllib.request.Request(f"{self.endpoint['http_url']}/admin/v2/{path}",
+                                     data=json.dumps(body).encode() if body is not None else None, method=method,
+                                     headers=headers)
+        urllib.request.urlopen(req, timeout=30).close()
 
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
         # Topics are created on first use. Partitioned topics need the admin
@@ -108,22 +125,29 @@ class PulsarClientDriver(Driver):
             raise RuntimeError(
                 f"{partitions} partitions per topic need Pulsar's admin API (http_url), which "
                 f"{self.endpoint.get('implementation', 'this broker')} does not provide")
+        # an external cluster's namespace is not the run's to change: its persistence is set per topic
+        external = self.endpoint.get("implementation") == "external"
         if partitions > 1:
             for t in topics:
-                url = f"{self.endpoint['http_url']}/admin/v2/persistent/public/default/{t}/partitions"
-                req = urllib.request.Request(url, data=json.dumps(partitions).encode(), method="PUT",
-                                             headers={"Content-Type": "application/json"})
-                urllib.request.urlopen(req, timeout=30).close()
+                self._admin("PUT", f"persistent/public/default/{t}/partitions", partitions)
+        elif external:
+            for t in topics:  # created now, so that its topic policies can be set
+                try:
+                    self._admin("PUT", f"persistent/public/default/{t}", None)
+                except urllib.error.HTTPError as e:
+                    if e.code != 409:  # 409: it exists (a retried prepare)
+                        raise
         persistence = (self.driver.get("client") or {}).get("persistence") or {}
         if persistence and self.endpoint.get("http_url"):
             body = {"bookkeeperEnsemble": int(persistence.get("ensembleSize", 1)),
                     "bookkeeperWriteQuorum": int(persistence.get("writeQuorum", 1)),
                     "bookkeeperAckQuorum": int(persistence.get("ackQuorum", 1)),
                     "managedLedgerMaxMarkDeleteRate": 0}
-            url = f"{self.endpoint['http_url']}/admin/v2/namespaces/public/default/persistence"
-            req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
-            urllib.request.urlopen(req, timeout=30).close()
+            if external:
+                for t in topics:
+                    self._admin("POST", f"persistent/public/default/{t}/persistence", body)
+            else:
+                self._admin("POST", "namespaces/public/default/persistence", body)
         elif persistence:
             logging.getLogger("brokerbench").warning(
                 "pulsar persistence %s not applied: %s has no admin API (http_url)", persistence,

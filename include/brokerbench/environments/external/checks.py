@@ -1,0 +1,71 @@
+"""What the validate step refuses for a run on external clusters, before the lease and before any client
+connects to send: settings, connections, variants that need the broker restarted, and workloads above the
+safety limits (docs/external.md). Each refusal is a :class:`~brokerbench.spec.SpecError` naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...spec.errors import SpecError
+from .connections import ExternalConnectionError, cluster_for
+from .environment import ExternalSettingsError, external_settings
+
+
+def _source(params: dict[str, Any], key: str) -> str:
+    return "params" if params.get(key) not in (None, "", {}, []) else "environmentSettings"
+
+
+def check_plan(plan, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Refuse what cannot run on the external clusters; returns the clusters' addresses by broker."""
+    params = params or {}
+    try:
+        settings = external_settings(plan.environment_settings)
+    except ExternalSettingsError as e:
+        raise SpecError(str(e), None, f"environmentSettings.{e.setting}") from None
+    brokers = list(dict.fromkeys(i.broker for i in plan.items))
+    clusters = {}
+    for broker in brokers:
+        try:
+            c = cluster_for(broker, settings.connections)
+        except ExternalConnectionError as e:
+            raise SpecError(str(e), None, f"environmentSettings.connections.{broker}") from None
+        clusters[broker] = c.address()
+    seen: set[tuple[str, str]] = set()
+    for item in plan.items:
+        if (item.broker, item.variant) in seen:
+            continue
+        seen.add((item.broker, item.variant))
+        for key, value in sorted((item.broker_settings or {}).items()):
+            raise SpecError(
+                f"variant {item.variant!r} needs the broker-side setting {key}={value!r} on {item.broker}, which "
+                f"the external environment cannot apply: it never restarts or reconfigures a cluster it did not "
+                f"deploy ({clusters[item.broker]}). Run a variant without broker settings for {item.broker}, "
+                f"or configure the cluster and use a variant that leaves {key} to it", None,
+                f"variants.{item.variant}.{item.broker}.broker.{key}")
+    total_bytes, total_minutes = 0.0, 0.0
+    for item in plan.items:
+        w = item.workload
+        what = f"workload {item.base_workload_id!r} on {item.broker}"
+        rates = [float(r) for r in (w.sweep_rates_msg_s or [])] or [float(w.producer_rate)]
+        if max(rates) == 0 and w.producers_per_topic:
+            raise SpecError(f"{what}: producerRate 0 sends as fast as the clients can, with no bound; the external "
+                            f"environment's max_rate_msg_s is {settings.max_rate_msg_s:g} msg/s: give a "
+                            f"producerRate", None, "producerRate")
+        if max(rates) > settings.max_rate_msg_s:
+            raise SpecError(f"{what}: {max(rates):g} msg/s is above the external environment's max_rate_msg_s "
+                            f"({settings.max_rate_msg_s:g} msg/s)", None,
+                            "sweepRatesMsgS" if w.sweep_rates_msg_s else "producerRate")
+        if w.message_size > settings.max_message_size_bytes:
+            raise SpecError(f"{what}: messageSize {w.message_size} B is above the external environment's "
+                            f"max_message_size_bytes ({settings.max_message_size_bytes} B)", None, "messageSize")
+        minutes = (w.test_duration_minutes or 0) + ((w.warmup_duration_minutes or 0) if item.warms_up else 0)
+        total_minutes += minutes
+        total_bytes += max(rates) * w.message_size * minutes * 60.0
+    if total_minutes > settings.max_duration_minutes:
+        raise SpecError(f"the run's phases add up to {total_minutes:g} min, above the external environment's "
+                        f"max_duration_minutes ({settings.max_duration_minutes:g} min)", None,
+                        "testDurationMinutes")
+    if total_bytes > settings.max_total_bytes:
+        raise SpecError(f"the run would send up to {total_bytes:,.0f} bytes, above the external environment's "
+                        f"max_total_bytes ({settings.max_total_bytes:,} bytes)", None, "producerRate")
+    return clusters

@@ -1,0 +1,269 @@
+"""The ``external`` environment: brokers that already exist, given by Airflow connections (docs/external.md).
+
+Nothing is provisioned, deployed, restarted or tuned: ``provision`` and
+``setup_hosts`` record this machine (the clients' host), ``deploy`` returns the
+cluster's endpoint with what the cluster says about itself, ``undeploy`` does
+nothing. Workers run on this machine (:class:`~..machine.runtime.Machine`'s
+worker processes); secrets reach them as environment variables only.
+
+The run's objects on the cluster (topics, subscriptions, queues, exchanges,
+consumer groups) all carry the run's prefix (:func:`brokerbench.util.run_prefix`);
+teardown deletes exactly those - found by listing the cluster, and for
+RabbitMQ without a management API by the names the prepare step recorded
+before it created them - also from a fresh object after a failure or a kill.
+
+State directory (``settings["state_dir"]``, else ``$BROKERBENCH_HOME/state/<run_key>``):
+``clusters.json`` (broker -> connection id and address, written at deploy),
+``before-<broker>.json`` (the cluster's objects before the run's first deploy),
+``created-<broker>.json`` (names the prepare step creates), ``teardown.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from typing import Any, Iterator
+
+from pydantic import ValidationError
+from typing_extensions import override
+
+from ...util import run_prefix
+from ..base import BrokerEndpoint, Environment, EnvironmentFailure, LocalHost
+from ..hostsetup import describe_host
+from ..machine.runtime import Machine
+from ..processes import state_dir_for, write_json
+from ..settings import ExternalSettings
+from . import cluster as admin
+from .connections import Cluster, cluster_for, secret_environ
+
+log = logging.getLogger("brokerbench")
+
+
+class ExternalSettingsError(EnvironmentFailure):
+    """An external setting that cannot work; ``setting`` is its dotted name."""
+
+    def __init__(self, message: str, setting: str):
+        super().__init__(message)
+        self.setting = setting
+
+
+def external_settings(settings: dict[str, Any]) -> ExternalSettings:
+    try:
+        return ExternalSettings.model_validate(settings)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = ".".join(str(p) for p in err["loc"])
+        raise ExternalSettingsError(f"{name}: {err['msg']} (got {err.get('input')!r})", name) from None
+
+
+def lease_scope(settings: dict[str, Any], brokers: list[str]) -> str:
+    """The lease scope of a run on external clusters: ``external@`` and the clusters' addresses (no
+    credentials), so two runs on the same cluster measure one at a time and runs on other clusters do not
+    wait."""
+    s = external_settings(settings)
+    return "external@" + "+".join(sorted(f"{b}={cluster_for(b, s.connections).address()}"
+                                         for b in sorted(set(brokers))))
+
+
+class ExternalEnvironment(Environment):
+    """Clusters given by connection; clients on this machine. ``brokers``: the run's brokers (from the plan;
+    a fresh object for teardown finds them in the state directory)."""
+
+    name = "external"
+
+    def __init__(self, run_key: str, settings: dict[str, Any] | None = None, brokers: list[str] | None = None):
+        super().__init__(run_key, dict(settings or {}))
+        self.external_settings = external_settings(self.settings)
+        self.state_dir = state_dir_for(run_key, self.settings)
+        self.brokers = list(brokers or [])
+        self.prefix = run_prefix(run_key)
+        self.host = LocalHost("localhost", "client")
+        self._clusters: dict[str, Cluster] = {}
+
+    # -- clusters -----------------------------------------------------------------------------------------
+    def cluster(self, broker: str) -> Cluster:
+        if broker not in self._clusters:
+            self._clusters[broker] = cluster_for(broker, self.external_settings.connections)
+        return self._clusters[broker]
+
+    def _recorded_clusters(self) -> dict[str, dict[str, Any]]:
+        try:
+            return json.loads((self.state_dir / "clusters.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _machine(self) -> Machine:
+        return Machine(self.run_key, {"state_dir": str(self.state_dir)})
+
+    @contextlib.contextmanager
+    def client_secrets(self) -> Iterator[None]:
+        """The clusters' secrets in this process's environment for the block (the workers it starts inherit
+        them; an in-process client reads them the same way)."""
+        brokers = sorted(set(self.brokers) | set(self._recorded_clusters()))
+        extra = secret_environ([self.cluster(b) for b in brokers])
+        before = {k: os.environ.get(k) for k in extra}
+        os.environ.update(extra)
+        try:
+            yield
+        finally:
+            for k, v in before.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    # -- provision / host setup: nothing to create, nothing to change ----------------------------------------
+    def provision(self) -> dict[str, Any]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        fleet = {"environment": self.name, "run_key": self.run_key, "state_dir": str(self.state_dir),
+                 "hosts": [{**self.host.describe(), "address": "127.0.0.1", "roles": ["client"]}],
+                 "clusters": {b: {"connection": self.cluster(b).conn_id, "address": admin.where(self.cluster(b))}
+                              for b in self.brokers},
+                 "note": "external clusters: nothing provisioned; the clients run on this machine"}
+        write_json(self.state_dir / "fleet.json", fleet)
+        return fleet
+
+    def setup_hosts(self) -> dict[str, Any]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        record = {"name": self.host.name, "role": "client",
+                  "tuned": {"applied": False, "reason": "external environment: brokerbench changes no host"},
+                  "time_sync": {"clock_offset_ms": 0.0, "source": "clients on one host", "synchronised": True,
+                                "note": "producers and consumers run on this machine and read the same clock"},
+                  "disk": {"note": "external environment: the brokers' disks are not brokerbench's to measure"},
+                  "description": describe_host(self.host)}
+        result = {"environment": self.name, "hosts": [record]}
+        write_json(self.state_dir / "hosts.json", result)
+        return result
+
+    # -- brokers ------------------------------------------------------------------------------------------------
+    def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
+               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+        """No deploy: the cluster's endpoint and what it says about itself. Broker-side settings are refused
+        (validation refuses them first, naming the variant)."""
+        if broker_settings:
+            raise EnvironmentFailure(f"variant {variant!r} needs broker-side settings "
+                                     f"({', '.join(sorted(broker_settings))}) that the external environment "
+                                     f"cannot apply", broker)
+        c = self.cluster(broker)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        clusters = self._recorded_clusters()
+        clusters[broker] = {"connection": c.conn_id, "address": admin.where(c)}
+        write_json(self.state_dir / "clusters.json", clusters)
+        before = self.state_dir / f"before-{broker}.json"
+        if not before.exists():  # the first deploy of the run: what was there before it created anything
+            write_json(before, {"objects": admin.objects(c)})
+        try:
+            said = admin.describe(c)
+        except Exception as e:  # noqa: BLE001 - a health check follows; the record says what failed
+            said = {"error": f"{type(e).__name__}: {e}"}
+        version = str(said.get("version") or "unknown")
+        applied = "; ".join(f"{k}: {v}" for k, v in sorted(driver_overrides.items())) or "none"
+        durability = {
+            "variant": variant, "honoured": True, "settings": driver_overrides, "cluster": said,
+            "note": f"external cluster {admin.where(c)} (connection {c.conn_id!r}): the variant's client and "
+                    f"topic settings are applied per topic ({applied}); the cluster's own configuration is "
+                    f"recorded as it is, never changed"}
+        ep = BrokerEndpoint(broker=broker, implementation="external", version=version, durability=durability,
+                            client_config=c.client_config_for_workers())
+        if broker == "kafka":
+            ep.bootstrap_servers = c.bootstrap_servers
+        elif broker == "pulsar":
+            ep.service_url, ep.http_url = c.service_url, c.admin_url
+        else:
+            ep.amqp_uris = [c.amqp_uri_for_workers()]
+        return ep
+
+    def health(self, broker: str) -> dict[str, Any]:
+        c = self.cluster(broker)
+        try:
+            admin.describe(c) if broker == "rabbitmq" else admin.objects(c)
+        except Exception as e:  # noqa: BLE001 - said by broker and address
+            raise EnvironmentFailure(f"external cluster {admin.where(c)} does not serve: {type(e).__name__}: {e}",
+                                     broker) from None
+        return {"broker": broker, "implementation": "external", "status": "serving", "address": admin.where(c)}
+
+    def undeploy(self, broker: str) -> None:
+        """Nothing to stop; needs no connection (it also runs for brokers a run did not pick)."""
+        where = self._recorded_clusters().get(broker, {}).get("address")
+        if where:
+            log.info("%s: external cluster %s left running (not brokerbench's to stop)", broker, where)
+
+    def record_created(self, broker: str, names: list[str]) -> None:
+        """The names the prepare step is about to create on ``broker``'s cluster, kept for teardown."""
+        path = self.state_dir / f"created-{broker}.json"
+        try:
+            known = json.loads(path.read_text())
+        except (OSError, ValueError):
+            known = []
+        write_json(path, sorted(set(known) | set(names)))
+
+    # -- workers: processes on this machine -----------------------------------------------------------------
+    def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],
+                    timeout_s: float) -> list[dict[str, Any]]:
+        with self.client_secrets():
+            return self._machine().run_workers(jobs, out_paths, timeout_s)
+
+    def stop_workers(self) -> list[str]:
+        return self._machine().stop_workers()
+
+    @override
+    def stop_leftovers_of(self, run_key: str) -> list[dict[str, Any]]:
+        """A dead run on the same cluster: its teardown (its workers here, its objects on the cluster)."""
+        record = ExternalEnvironment(run_key, self.settings).teardown()
+        return list(record.get("stopped", []))
+
+    # -- teardown ------------------------------------------------------------------------------------------------
+    def teardown(self) -> dict[str, Any]:
+        """Stop the run's workers; delete exactly the run's objects (the prefix) on every cluster it deployed
+        to; say what is left that was not there before (nothing, when all went well)."""
+        record: dict[str, Any] = {"environment": self.name, "state_dir": str(self.state_dir), "prefix": self.prefix,
+                                  "stopped": [], "errors": [], "clusters": {}}
+        if not self.state_dir.exists():
+            record["note"] = "nothing to remove: the state directory does not exist (provision never ran)"
+            return record
+        machine = self._machine().teardown()
+        record["stopped"], record["errors"] = machine.get("stopped", []), list(machine.get("errors", []))
+        for broker in sorted(set(self._recorded_clusters()) | set(self.brokers)):
+            rec: dict[str, Any] = {}
+            record["clusters"][broker] = rec
+            try:
+                c = self.cluster(broker)
+                rec["address"] = admin.where(c)
+                recorded = self._created(broker)
+                deleted = admin.delete_owned(c, self.prefix, recorded)
+                record["errors"] += [f"{broker}: {e}" for e in deleted.pop("errors", [])]
+                rec["deleted"] = deleted
+                after = admin.objects(c)
+                before = self._before(broker)
+                if after is not None and before is not None:
+                    rec["left"] = {k: sorted(set(v) - set(before.get(k, []))) for k, v in after.items()
+                                   if set(v) - set(before.get(k, []))}
+                    left_owned = {k: [n for n in v if admin.owned(n, self.prefix)] for k, v in rec["left"].items()}
+                    if any(left_owned.values()):
+                        record["errors"].append(f"{broker}: still on the cluster after teardown: {left_owned}")
+                elif after is None:
+                    rec["left"] = None
+                    rec["note"] = "this cluster cannot be listed: the recorded names were deleted"
+            except Exception as e:  # noqa: BLE001 - teardown goes on with the next cluster
+                record["errors"].append(f"{broker}: {type(e).__name__}: {e}")
+        write_json(self.state_dir / "teardown.json", record)
+        for broker, rec in record["clusters"].items():
+            log.info("%s: teardown on %s deleted %s", broker, rec.get("address"), rec.get("deleted"))
+        return record
+
+    def _created(self, broker: str) -> list[str]:
+        try:
+            return list(json.loads((self.state_dir / f"created-{broker}.json").read_text()))
+        except (OSError, ValueError):
+            return []
+
+    def _before(self, broker: str) -> dict[str, list[str]] | None:
+        try:
+            return json.loads((self.state_dir / f"before-{broker}.json").read_text()).get("objects")
+        except (OSError, ValueError):
+            return None
+
+
+__all__ = ["ExternalEnvironment", "ExternalSettingsError", "external_settings", "lease_scope"]
