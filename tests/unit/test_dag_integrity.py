@@ -16,17 +16,14 @@ def test_one_dag_per_suite():
     assert sorted(DAGS) == sorted(f"brokerbench_{s}".replace("-", "_") for s in list_suites())
 
 
-def test_dag_file_imports_quickly_in_a_fresh_interpreter(tmp_path):
-    code = ("import time; t = time.perf_counter(); import runpy; "
-            "g = runpy.run_path('dags/brokerbench_suites.py'); "
-            "print(time.perf_counter() - t, sum(k.startswith('brokerbench_') for k in g))")
+def test_dag_file_imports_in_a_fresh_interpreter_with_every_suite_dag(tmp_path):
+    """How long that takes is bench/dag_parse.py's business (a figure beside Airflow's own import, measured in one
+    run); here: it imports alone and defines every DAG."""
+    code = ("import runpy; g = runpy.run_path('dags/brokerbench_suites.py'); "
+            "print(sum(k.startswith('brokerbench_') for k in g))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
-    seconds, count = out.stdout.split()[-2:]
-    assert int(count) == len(DAGS)
-    # Airflow's own import is most of this; the factory must not add heavy imports
-    assert float(seconds) < 10, seconds
-    assert "pyspark" not in out.stdout
+    assert int(out.stdout.split()[-1]) == len(DAGS)
 
 
 def test_parse_does_not_import_brokers_or_spark():
