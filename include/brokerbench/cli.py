@@ -314,6 +314,10 @@ def _cmd_bench(args) -> int:
         conf = spec.conf_with_files(conf, workloads=args.workload or [], drivers=args.driver or [])
         # the params Airflow and the validate task would refuse, refused now (in well under 2 s)
         conf, plan = check_conf(suite, conf)
+        if plan.environment == "external":  # variants needing a broker restart, the safety limits
+            from brokerbench.environments.external.checks import check_plan as check_external
+
+            check_external(plan, conf, resolve_connections=False)
     except SpecError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
         return EXIT_REFUSED

@@ -49,6 +49,9 @@ def test_conf_not_an_object_exit_2(tmp_path):
     ('{"brokers": ["nope"]}', "brokers", "'nope' is not one of"),
     ('{"test_duration_minutes": Infinity}', "test_duration_minutes", "must be finite"),
     ('{"interval_seconds": 1e9}', "interval_seconds", "greater than the maximum of 3600"),
+    # a variant that needs a broker restart cannot run on a cluster brokerbench did not deploy
+    ('{"environment": "external", "brokers": ["pulsar"], "variants": ["fsync-off"]}',
+     "variants.fsync-off.pulsar.broker.journalSyncData", "never restarts or reconfigures a cluster"),
 ])
 def test_a_refused_param_is_named_before_airflow_starts(tmp_path, conf, field, words):
     home = tmp_path / "home"

@@ -67,7 +67,8 @@ RULES = {
     "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.run_guard",
                         "brokerbench.report",
                         "brokerbench.spec", "brokerbench.storage",
-                        "brokerbench.environments.aws.fleet", "brokerbench.crosscheck", *HELPERS),
+                        "brokerbench.environments.aws.fleet", "brokerbench.environments.external.checks",
+                        "brokerbench.crosscheck", *HELPERS),
 }
 
 #: the Airflow layer: the only modules that import Airflow when they are imported (others do it inside the

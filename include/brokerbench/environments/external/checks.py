@@ -15,8 +15,10 @@ def _source(params: dict[str, Any], key: str) -> str:
     return "params" if params.get(key) not in (None, "", {}, []) else "environmentSettings"
 
 
-def check_plan(plan, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Refuse what cannot run on the external clusters; returns the clusters' addresses by broker."""
+def check_plan(plan, params: dict[str, Any] | None = None, *, resolve_connections: bool = True) -> dict[str, Any]:
+    """Refuse what cannot run on the external clusters; returns the clusters' addresses by broker.
+    ``resolve_connections`` False (the command line, before Airflow starts): the settings, variants and safety
+    limits only; the connections are the validate task's (they may live in Airflow's secrets backend)."""
     params = params or {}
     try:
         settings = external_settings(plan.environment_settings)
@@ -25,6 +27,9 @@ def check_plan(plan, params: dict[str, Any] | None = None) -> dict[str, Any]:
     brokers = list(dict.fromkeys(i.broker for i in plan.items))
     clusters = {}
     for broker in brokers:
+        if not resolve_connections:
+            clusters[broker] = f"the {broker} cluster"
+            continue
         try:
             c = cluster_for(broker, settings.connections)
         except ExternalConnectionError as e:
