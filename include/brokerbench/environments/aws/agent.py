@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,10 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--host", default="")
     ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--environ-stdin", action="store_true",
+                    help="run-workers: read a JSON object of environment variables for the workers from stdin")
     a = ap.parse_args(argv)
     spec = json.loads(Path(a.spec).read_text()) if a.spec else {}
     try:
         if a.command == "run-workers":
+            if a.environ_stdin:  # secrets: in this process's environment (the workers inherit it), on no disk
+                os.environ.update({str(k): str(v) for k, v in json.loads(sys.stdin.readline() or "{}").items()})
             env = _env(a.state_dir, a.run_key)
             result = env.run_workers(spec["jobs"], spec["out_paths"], float(spec["timeout_s"]))
         elif a.command == "deploy":

@@ -81,6 +81,8 @@ class AwsEnvironment(Environment):
         self._install_locks: dict[tuple[str, Any], threading.Lock] = {}
         self.tag = aws_fleet.run_hash(run_key)
         self._hosts: list[SshHost] | None = None
+        #: environment variables of the workers (secrets), sent to the agent on its stdin, never to a file
+        self.worker_environ: dict[str, str] = {}
 
     # -- what the run needs ----------------------------------------------------------
     def brokers(self) -> list[str]:
@@ -245,11 +247,14 @@ class AwsEnvironment(Environment):
         return f"{self.remote_dir}/state/{self.tag}/{host.name}"
 
     def agent(self, host: SshHost, command: str, spec: dict[str, Any] | None = None, timeout: float = 300,
-              extra: str = "", on_line=None) -> Any:
+              extra: str = "", on_line=None, environ: dict[str, str] | None = None) -> Any:
         """Run the brokerbench agent on ``host``; returns its JSON result (an object, or a list for
-        run-workers); raises on failure."""
+        run-workers); raises on failure. ``environ`` (run-workers): variables for the workers, sent on the
+        agent's stdin."""
         hd = self.host_dir(host)
         args = f"--state-dir {shlex.quote(hd + '/local')} --run-key {shlex.quote(self.run_key)} {extra}"
+        if environ:
+            args += " --environ-stdin"
         if spec is not None:
             path = f"{hd}/specs/{command}-{time.time_ns()}.json"
             host.put_text(json.dumps(spec, default=str), path)
@@ -264,7 +269,7 @@ class AwsEnvironment(Environment):
             if not line.startswith("BROKERBENCH_RESULT ") and on_line:
                 on_line(line)
 
-        rc = host.stream(cmd, handle, timeout)
+        rc = host.stream(cmd, handle, timeout, stdin=json.dumps(environ) + "\n" if environ else None)
         result = next((json.loads(l[len("BROKERBENCH_RESULT "):]) for l in reversed(lines)
                        if l.startswith("BROKERBENCH_RESULT ")), None)
         if rc != 0 or result is None or "error" in (result or {}):
@@ -491,7 +496,8 @@ class AwsEnvironment(Environment):
             res: list[dict[str, Any]]
             try:
                 res = self.agent(host, "run-workers", {"jobs": rjobs, "out_paths": routs, "timeout_s": timeout_s},
-                                 timeout=timeout_s + 120, on_line=lambda l: log.info("%s", l))
+                                 timeout=timeout_s + 120, on_line=lambda l: log.info("%s", l),
+                                 environ=self.worker_environ)
             except EnvironmentFailure as e:
                 res = [{"worker": rjobs[k].get("worker"), "returncode": 255, "error": str(e)} for k in range(len(idx))]
             for k, i in enumerate(idx):

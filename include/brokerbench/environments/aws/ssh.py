@@ -117,14 +117,19 @@ class SshHost(Host):
                   f'else sudo -n bash -c {shlex.quote(command)}; fi'
         return self.run(wrapped, timeout=timeout)
 
-    def stream(self, command: str, on_line: Callable[[str], None], timeout: float) -> int:
+    def stream(self, command: str, on_line: Callable[[str], None], timeout: float, stdin: str | None = None) -> int:
         """Run ``command``, calling ``on_line`` for every output line as it arrives.
         Returns the exit status (124 when ``timeout`` passed; the command's
-        session is closed then, which hangs up its processes)."""
+        session is closed then, which hangs up its processes). ``stdin``: sent to
+        the command's standard input, which is then closed (never a file, never the
+        command line)."""
         transport = self.client().get_transport()
         chan = transport.open_session()
         chan.set_combine_stderr(True)
         chan.exec_command(f"bash -c {shlex.quote(command)}")
+        if stdin is not None:
+            chan.sendall(stdin.encode())
+            chan.shutdown_write()
         deadline = time.monotonic() + timeout
         buf = b""
         while True:
