@@ -256,3 +256,42 @@ def test_undeploy_of_a_broker_the_run_did_not_pick_needs_no_connection(tmp_path,
     monkeypatch.delenv("AIRFLOW_CONN_BROKERBENCH_PULSAR", raising=False)
     env = ExternalEnvironment("dag/run", {"state_dir": str(tmp_path / "state")}, brokers=["kafka"])
     env.undeploy("pulsar")
+
+
+# -- clients: aws (the aws environment's client half) -------------------------------------------------------------
+AWS_CLIENTS = {"ami": "ami-12345678", "controller_cidr": "203.0.113.7/32",
+               "instance_types": {"client": "c5.xlarge"}, "counts": {"client": 2}}
+
+
+def test_aws_clients_settings_pass_with_the_aws_environments_names(monkeypatch):
+    monkeypatch.delenv("BROKERBENCH_AWS_SETTINGS", raising=False)
+    plan = plan_for(monkeypatch, ["rabbitmq"], ["fsync-off"], clients="aws", aws=AWS_CLIENTS)
+    assert check_plan(plan)["rabbitmq"] == "amqp://b-1234.mq.eu-west-1.amazonaws.com:5671/perf"
+    env = ExternalEnvironment("d/r", plan.environment_settings, brokers=["rabbitmq"], plan=plan)
+    fleet = env.client_fleet()
+    assert env.aws_clients and fleet.counts() == {"client": 2} and fleet.brokers() == []
+    assert fleet.state_dir == env.state_dir / "aws-clients"
+
+
+@pytest.mark.parametrize("aws, field, words", [
+    ({**AWS_CLIENTS, "ami": None}, "environmentSettings.aws.ami", "required"),
+    ({**AWS_CLIENTS, "controller_cidr": "0.0.0.0/0"}, "environmentSettings.aws.controller_cidr", "whole internet"),
+    ({**AWS_CLIENTS, "counts": {"client": 0}}, "environmentSettings.aws.counts.client", "between 1 and 30"),
+    ({**AWS_CLIENTS, "instance_types": {"client": "x9.huge"}}, "environmentSettings.aws.instance_types.client",
+     "no hourly price known for 'x9.huge'"),
+    ({**AWS_CLIENTS, "cost_cap_usd": 0.0001}, "environmentSettings.aws.cost_cap_usd", "above the cost cap"),
+    ({**AWS_CLIENTS, "address": "elastic"}, "environmentSettings.aws.address", "'private' or 'public'"),
+])
+def test_aws_clients_settings_refused_naming_the_field(monkeypatch, aws, field, words):
+    monkeypatch.delenv("BROKERBENCH_AWS_SETTINGS", raising=False)
+    plan = plan_for(monkeypatch, ["rabbitmq"], ["fsync-off"], clients="aws", aws=aws)
+    with pytest.raises(SpecError) as e:
+        check_plan(plan)
+    assert e.value.field == field and words in str(e.value), (e.value.field, str(e.value))
+
+
+def test_an_unknown_clients_value_is_refused_naming_the_setting(monkeypatch):
+    plan = plan_for(monkeypatch, ["rabbitmq"], ["fsync-off"], clients="gcp")
+    with pytest.raises(SpecError) as e:
+        check_plan(plan)
+    assert e.value.field == "environmentSettings.clients" and "'local' or 'aws'" in str(e.value)

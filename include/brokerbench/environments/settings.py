@@ -108,9 +108,13 @@ class ExternalSettings(BaseModel):
     connections: dict[str, str] = Field(
         default_factory=dict, description="Airflow connection id per broker (kafka, pulsar, rabbitmq); default "
                                           "brokerbench_<broker>")
-    clients: Literal["local"] = Field("local", description="where the worker processes run: this machine (the "
-                                                           "Airflow worker's); an aws client fleet is not "
-                                                           "implemented yet")
+    clients: Literal["local", "aws"] = Field("local", description="where the worker processes run: local, this "
+                                                                  "machine (the Airflow worker's); aws, a client "
+                                                                  "fleet of the aws environment's (setting aws)")
+    aws: dict[str, Any] = Field(default_factory=dict, description="clients aws: the client fleet's settings, named "
+                                                                  "as the aws environment's (ami, controller_cidr, "
+                                                                  "aws_conn_id, ssh_conn_id, instance_types.client, "
+                                                                  "counts.client, cost_cap_usd, ...)")
     max_rate_msg_s: float = Field(10_000, gt=0, description="refuse a workload whose producer rate (or a sweep "
                                                              "rate) is above this; an unthrottled workload (rate "
                                                              "0) is refused too")

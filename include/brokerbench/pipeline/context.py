@@ -115,8 +115,9 @@ class RunContext:
         if name == "external":
             from brokerbench.environments.external import ExternalEnvironment
 
-            brokers = sorted({i.broker for i in self.plan().items}) if self.plan_path.exists() else []
-            return ExternalEnvironment(self.run_key, self._env_settings(), brokers=brokers)
+            plan = self.plan() if self.plan_path.exists() else None
+            brokers = sorted({i.broker for i in plan.items}) if plan is not None else []
+            return ExternalEnvironment(self.run_key, self._env_settings(), brokers=brokers, plan=plan)
         raise NotImplementedError(f"environment {name!r} is not available in this version of brokerbench")
 
     def _env_settings(self) -> dict[str, Any]:

@@ -117,6 +117,39 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
     return _check_cost(s, plan, types, counts, prices, refuse)
 
 
+def check_client_settings(settings: dict[str, Any], plan: Any | None = None, *,
+                          prefix: str = "environmentSettings.aws") -> dict[str, Any]:
+    """The settings of a client fleet alone (the aws environment's client half, e.g. for the external
+    environment): given settings merged with the defaults and the site's, then types, network, the client
+    count and instance type, and the cost of the client instances; a refusal names ``<prefix>.<key>``
+    (``BROKERBENCH_AWS_SETTINGS.<key>`` when the site settings gave it). Returns the cost estimate."""
+    s, site = merge_settings(settings)
+
+    def refuse(key: str, message: str, sub: str | None = None) -> NoReturn:
+        where = "BROKERBENCH_AWS_SETTINGS" if key in site else prefix
+        raise AwsSettingsError(message, f"{where}.{key}" + (f".{sub}" if sub else ""))
+
+    _check_types(s, refuse)
+    _check_network(s, refuse)
+    counts = {"client": client_count(s, refuse)}
+    types, prices = _check_instance_types(s, counts, refuse)
+    return _check_cost(s, plan, types, counts, prices, refuse)
+
+
+def client_count(s: dict[str, Any], refuse: Refuse | None = None) -> int:
+    """Client instances of a client fleet: ``counts.client`` (default 2), 1 to :data:`MAX_INSTANCES_PER_ROLE`."""
+    given = s.get("counts") or {}
+    if not isinstance(given, dict):
+        if refuse:
+            refuse("counts", f'expected a mapping such as {{"client": 2}}, got {given!r}')
+        given = {}
+    n = given.get("client", 2)
+    ok = not isinstance(n, bool) and isinstance(n, int) and 1 <= n <= MAX_INSTANCES_PER_ROLE
+    if not ok and refuse:
+        refuse("counts", f"must be a whole number between 1 and {MAX_INSTANCES_PER_ROLE} (got {n!r})", "client")
+    return int(n)
+
+
 #: the settings whose type or choice AwsSettings states (the rules below add ranges and cross-field checks)
 TYPED = ("deploy_mode", "address", "worker_install", "kafka_mode", "worker_pip_args", "broker_versions",
          "instance_types", "prices_usd_per_hour", "cost_cap_usd", "max_lifetime_hours")

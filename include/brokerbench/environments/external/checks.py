@@ -24,6 +24,10 @@ def check_plan(plan, params: dict[str, Any] | None = None, *, resolve_connection
         settings = external_settings(plan.environment_settings)
     except ExternalSettingsError as e:
         raise SpecError(str(e), None, f"environmentSettings.{e.setting}") from None
+    if settings.clients == "aws":  # the client fleet's settings and cost, before any instance exists
+        from ..aws.settings_check import check_client_settings
+
+        check_client_settings(settings.aws, plan)
     brokers = list(dict.fromkeys(i.broker for i in plan.items))
     clusters = {}
     for broker in brokers:

@@ -4,7 +4,11 @@ Nothing is provisioned, deployed, restarted or tuned: ``provision`` and
 ``setup_hosts`` record this machine (the clients' host), ``deploy`` returns the
 cluster's endpoint with what the cluster says about itself, ``undeploy`` does
 nothing. Workers run on this machine (:class:`~..machine.runtime.Machine`'s
-worker processes); secrets reach them as environment variables only.
+worker processes), or with ``clients: aws`` on a client fleet of the aws
+environment's (:class:`.aws_clients.AwsClientFleet`: provision creates the
+client instances, setup_hosts sets them up, teardown terminates them by tag);
+secrets reach the workers as environment variables only (on a client host: the
+agent's stdin, then its environment).
 
 The run's objects on the cluster (topics, subscriptions, queues, exchanges,
 consumer groups) all carry the run's prefix (:func:`brokerbench.util.run_prefix`);
@@ -24,7 +28,7 @@ import contextlib
 import json
 import logging
 import os
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from pydantic import ValidationError
 from typing_extensions import override
@@ -37,6 +41,9 @@ from ..processes import state_dir_for, write_json
 from ..settings import ExternalSettings
 from . import cluster as admin
 from .connections import Cluster, cluster_for, secret_environ
+
+if TYPE_CHECKING:
+    from .aws_clients import AwsClientFleet
 
 log = logging.getLogger("brokerbench")
 
@@ -68,19 +75,37 @@ def lease_scope(settings: dict[str, Any], brokers: list[str]) -> str:
 
 
 class ExternalEnvironment(Environment):
-    """Clusters given by connection; clients on this machine. ``brokers``: the run's brokers (from the plan;
-    a fresh object for teardown finds them in the state directory)."""
+    """Clusters given by connection; clients on this machine or an aws client fleet (setting ``clients``).
+    ``brokers``: the run's brokers (from the plan; a fresh object for teardown finds them in the state
+    directory); ``plan``: for the client fleet's cost estimate."""
 
     name = "external"
 
-    def __init__(self, run_key: str, settings: dict[str, Any] | None = None, brokers: list[str] | None = None):
+    def __init__(self, run_key: str, settings: dict[str, Any] | None = None, brokers: list[str] | None = None,
+                 plan: Any | None = None):
         super().__init__(run_key, dict(settings or {}))
+        self.plan = plan
         self.external_settings = external_settings(self.settings)
         self.state_dir = state_dir_for(run_key, self.settings)
         self.brokers = list(brokers or [])
         self.prefix = run_prefix(run_key)
         self.host = LocalHost("localhost", "client")
         self._clusters: dict[str, Cluster] = {}
+        self._fleet: AwsClientFleet | None = None
+
+    @property
+    def aws_clients(self) -> bool:
+        return self.external_settings.clients == "aws"
+
+    def client_fleet(self) -> AwsClientFleet:
+        """The aws client fleet (``clients: aws``); its state under ``<state dir>/aws-clients``."""
+        if self._fleet is None:
+            from .aws_clients import AwsClientFleet
+
+            self._fleet = AwsClientFleet(self.run_key, {**self.external_settings.aws,
+                                                        "state_dir": str(self.state_dir / "aws-clients")},
+                                         plan=self.plan)
+        return self._fleet
 
     # -- clusters -----------------------------------------------------------------------------------------
     def cluster(self, broker: str) -> Cluster:
@@ -114,9 +139,17 @@ class ExternalEnvironment(Environment):
                 else:
                     os.environ[k] = v
 
-    # -- provision / host setup: nothing to create, nothing to change ----------------------------------------
+    # -- provision / host setup: nothing to create or change, but the aws client fleet (clients: aws) ----------
     def provision(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.aws_clients:
+            clients = self.client_fleet().provision()
+            fleet = {**clients, "environment": self.name, "state_dir": str(self.state_dir),
+                     "clusters": {b: {"connection": self.cluster(b).conn_id, "address": admin.where(self.cluster(b))}
+                                  for b in self.brokers},
+                     "note": "external clusters: only the client instances are provisioned (aws client fleet)"}
+            write_json(self.state_dir / "fleet.json", fleet)
+            return fleet
         fleet = {"environment": self.name, "run_key": self.run_key, "state_dir": str(self.state_dir),
                  "hosts": [{**self.host.describe(), "address": "127.0.0.1", "roles": ["client"]}],
                  "clusters": {b: {"connection": self.cluster(b).conn_id, "address": admin.where(self.cluster(b))}
@@ -127,6 +160,10 @@ class ExternalEnvironment(Environment):
 
     def setup_hosts(self) -> dict[str, Any]:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.aws_clients:
+            result = {**self.client_fleet().setup_hosts(), "environment": self.name}
+            write_json(self.state_dir / "hosts.json", result)
+            return result
         record = {"name": self.host.name, "role": "client",
                   "tuned": {"applied": False, "reason": "external environment: brokerbench changes no host"},
                   "time_sync": {"clock_offset_ms": 0.0, "source": "clients on one host", "synchronised": True,
@@ -199,14 +236,34 @@ class ExternalEnvironment(Environment):
             known = []
         write_json(path, sorted(set(known) | set(names)))
 
-    # -- workers: processes on this machine -----------------------------------------------------------------
+    # -- workers: processes on this machine, or on the aws client hosts ----------------------------------------
     def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],
                     timeout_s: float) -> list[dict[str, Any]]:
+        if self.aws_clients:
+            fleet = self.client_fleet()
+            brokers = sorted(set(self.brokers) | set(self._recorded_clusters()))
+            fleet.worker_environ = secret_environ([self.cluster(b) for b in brokers])
+            try:
+                return fleet.run_workers(jobs, out_paths, timeout_s)
+            finally:
+                fleet.worker_environ = {}
         with self.client_secrets():
             return self._machine().run_workers(jobs, out_paths, timeout_s)
 
     def stop_workers(self) -> list[str]:
+        if self.aws_clients:
+            return self.client_fleet().stop_workers()
         return self._machine().stop_workers()
+
+    @override
+    def before_phase(self, phase: str, label: str) -> dict[str, Any] | None:
+        """aws clients: the client hosts' metrics samplers started (the aws environment's)."""
+        return self.client_fleet().before_phase(phase, label) if self.aws_clients else None
+
+    @override
+    def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
+        """aws clients: the client hosts' samples copied to ``dest_dir``."""
+        return self.client_fleet().after_phase(phase, label, dest_dir) if self.aws_clients else {}
 
     @override
     def stop_leftovers_of(self, run_key: str) -> list[dict[str, Any]]:
@@ -220,11 +277,20 @@ class ExternalEnvironment(Environment):
         to; say what is left that was not there before (nothing, when all went well)."""
         record: dict[str, Any] = {"environment": self.name, "state_dir": str(self.state_dir), "prefix": self.prefix,
                                   "stopped": [], "errors": [], "clusters": {}}
-        if not self.state_dir.exists():
+        existed = self.state_dir.exists()
+        if self.aws_clients:
+            # first the client instances (found by the run's tag: also after a failed or killed provision), so
+            # no worker still sends while the run's objects are deleted
+            try:
+                record["client_fleet"] = self.client_fleet().teardown()
+            except Exception as e:  # noqa: BLE001 - recorded; the clusters are cleaned all the same
+                record["errors"].append(f"aws clients: {type(e).__name__}: {e}")
+        if not existed:
             record["note"] = "nothing to remove: the state directory does not exist (provision never ran)"
             return record
-        machine = self._machine().teardown()
-        record["stopped"], record["errors"] = machine.get("stopped", []), list(machine.get("errors", []))
+        if not self.aws_clients:
+            machine = self._machine().teardown()
+            record["stopped"], record["errors"] = machine.get("stopped", []), list(machine.get("errors", []))
         for broker in sorted(set(self._recorded_clusters()) | set(self.brokers)):
             rec: dict[str, Any] = {}
             record["clusters"][broker] = rec
