@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aws_fixtures import aws_settings, instances_in_state, moto_server, sshd  # noqa: F401,E402
+from support.cluster_lists import rabbitmq_listing  # noqa: E402
 
 from brokerbench.pipeline import benchmark, environment_lease, setup, teardown  # noqa: E402
 from brokerbench.pipeline.context import RunContext  # noqa: E402
@@ -54,17 +55,6 @@ def host_python(tmp_path: Path) -> str:
     return str(wrapper)
 
 
-def listing(rabbitmq) -> dict[str, list[str]]:
-    broker = rabbitmq["env"]._broker("rabbitmq")
-    state = broker.state()
-    out = {}
-    for what in ("queues", "exchanges"):
-        p = broker.ctl(state, state["nodes"][0], f"list_{what}", "name", "--quiet", "--no-table-headers",
-                       check=True)
-        out[what] = sorted(n for n in p.stdout.split() if n and not n.startswith("amq."))
-    return out
-
-
 def test_a_measured_phase_on_the_aws_client_fleet(rabbitmq, moto_server, sshd, tmp_path, monkeypatch):
     uri = rabbitmq["endpoint"].amqp_uris[0]
     monkeypatch.setenv("AIRFLOW_CONN_BROKERBENCH_RABBITMQ", json.dumps({"conn_type": "amqp",
@@ -83,7 +73,7 @@ def test_a_measured_phase_on_the_aws_client_fleet(rabbitmq, moto_server, sshd, t
     conn = pika.BlockingConnection(pika.URLParameters(uri))
     conn.channel().queue_declare(theirs, durable=True)
     conn.close()
-    before = listing(rabbitmq)
+    before = rabbitmq_listing(rabbitmq)
     print("rabbitmq before:", before)
     ctx = RunContext("brokerbench_smoke", f"manual__{uuid.uuid4().hex[:6]}", "smoke",
                      {"results_root": str(tmp_path / "results"), "environment": "external",
@@ -126,7 +116,7 @@ def test_a_measured_phase_on_the_aws_client_fleet(rabbitmq, moto_server, sshd, t
     assert record["errors"] == [], record["errors"]
     assert record["client_fleet"]["terminated"] and record["client_fleet"]["remaining"] == []
     assert instances_in_state(moto_server, "running", ctx.run_key) == []
-    after = listing(rabbitmq)
+    after = rabbitmq_listing(rabbitmq)
     print("rabbitmq after:", after)
     assert after == before and theirs in after["queues"]
 

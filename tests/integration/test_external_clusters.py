@@ -12,14 +12,19 @@ preparing its topics.
 from __future__ import annotations
 
 import json
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
-from brokerbench.environments.external import ExternalEnvironment
-from brokerbench.pipeline import benchmark, environment_lease, setup, teardown
-from brokerbench.pipeline.context import RunContext
-from brokerbench.util import run_prefix
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.cluster_lists import rabbitmq_listing  # noqa: E402
+
+from brokerbench.environments.external import ExternalEnvironment  # noqa: E402
+from brokerbench.pipeline import benchmark, environment_lease, setup, teardown  # noqa: E402
+from brokerbench.pipeline.context import RunContext  # noqa: E402
+from brokerbench.util import run_prefix  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -65,17 +70,6 @@ def kafka_listing(bootstrap: str) -> dict[str, list[str]]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return {"topics": sorted(t for t in admin.list_topics(timeout=30).topics if not t.startswith("__")),
             "groups": sorted(g.group_id for g in admin.list_consumer_groups(request_timeout=30).result().valid)}
-
-
-def rabbitmq_listing(cluster) -> dict[str, list[str]]:
-    broker = cluster["env"]._broker("rabbitmq")
-    state = broker.state()
-    out = {}
-    for what in ("queues", "exchanges"):
-        p = broker.ctl(state, state["nodes"][0], f"list_{what}", "name", "--quiet", "--no-table-headers",
-                       check=True)
-        out[what] = sorted(n for n in p.stdout.split() if n and not n.startswith("amq."))
-    return out
 
 
 def run(ctx: RunContext, broker: str, variant: str) -> dict:

@@ -121,8 +121,7 @@ class AwsEnvironment(Environment):
         of the run is terminated / deleted (found by tag, waited for) before the
         original exception leaves; the cleanup is logged and written to
         ``<state dir>/provision-cleanup.json``."""
-        s = self.settings
-        cost = check_settings(s, self.brokers(), self.plan)  # AwsSettingsError: nothing created
+        cost = self.checked_cost()  # AwsSettingsError: nothing created
         log.info("cost estimate: %s", _cost_line(cost))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         _write(self.state_dir / "cost.json", cost)
@@ -133,6 +132,10 @@ class AwsEnvironment(Environment):
         except BaseException as e:  # also a task time-out or SIGTERM: nothing may stay behind
             self._cleanup_after_failure(fleet, e)
             raise
+
+    def checked_cost(self) -> dict[str, Any]:
+        """The settings checked before anything is created, and the run's cost estimate."""
+        return check_settings(self.settings, self.brokers(), self.plan)
 
     def _provision(self, fleet: aws_fleet.Fleet, cost: dict[str, Any]) -> dict[str, Any]:
         s = self.settings

@@ -16,7 +16,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from ..aws.environment import AwsEnvironment, _cost_line, _write
+from ..aws.environment import AwsEnvironment
 from ..aws.settings_check import check_client_settings, client_count
 from ..base import BrokerEndpoint, EnvironmentFailure
 
@@ -42,17 +42,8 @@ class AwsClientFleet(AwsEnvironment):
         return {"client": client_count(self.settings)}
 
     @override
-    def provision(self) -> dict[str, Any]:
-        cost = check_client_settings(self.settings, self.plan)  # AwsSettingsError: nothing created
-        log.info("client fleet cost estimate: %s", _cost_line(cost))
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        _write(self.state_dir / "cost.json", cost)
-        fleet = self.fleet_api()
-        try:
-            return self._provision(fleet, cost)
-        except BaseException as e:  # also a task time-out or SIGTERM: nothing may stay behind
-            self._cleanup_after_failure(fleet, e)
-            raise
+    def checked_cost(self) -> dict[str, Any]:
+        return check_client_settings(self.settings, self.plan)
 
     @override
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
