@@ -49,7 +49,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from brokerbench import local_airflow, run_guard, spec
 from brokerbench.outcome import EXIT_CODES, Outcome, RunOutcome, read_outcome, write_outcome
@@ -491,12 +491,22 @@ def _report_outcome(rc: int, scan: OutputScan, dag_id: str, logical_date: str, r
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
     outcome = read_outcome(run_dir_for(results_root, dag_id, run_id))
     if outcome is None:  # the run's last task did not write it: the run did not end
-        print("brokerbench: OUTCOME: FAILED: the run ended without its outcome (run_outcome did not run)", flush=True)
+        print(f"brokerbench: OUTCOME: FAILED: {_no_outcome_reason(scan.failed_tasks() if rc else {})}", flush=True)
         return EXIT_FAILED
     print(f"brokerbench: OUTCOME: {outcome.headline}", flush=True)
     if outcome.exit_code == 0 and (rc or not report_found):
         return EXIT_FAILED
     return outcome.exit_code
+
+
+def _no_outcome_reason(failed: Mapping[str, str]) -> str:
+    """The outcome line of a run that ended before its run_outcome task wrote the outcome: the tasks that failed
+    first, as the one thing a reader of the last line needs."""
+    if not failed:
+        return "the run ended without its outcome (run_outcome did not run)"
+    names = list(failed)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{shown} failed (the run ended without its outcome: run_outcome did not run)"
 
 
 def _print_results(results_root: str, dag_id: str, run_id: str) -> bool:

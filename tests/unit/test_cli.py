@@ -247,6 +247,16 @@ def test_a_run_without_its_outcome_is_failed(tmp_path, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("brokerbench: OUTCOME: FAILED:")
 
 
+def test_a_run_without_its_outcome_names_the_failed_task_last(tmp_path, capsys):
+    scan = cli.OutputScan()
+    for line in _RUN_OUTPUT.splitlines(keepends=True):
+        scan.feed(line)
+    assert cli._report_outcome(1, scan, "brokerbench_smoke", "", str(tmp_path), tmp_path / "x.log") == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == ("brokerbench: OUTCOME: FAILED: setup.provision failed "
+                    "(the run ended without its outcome: run_outcome did not run)")
+
+
 def test_the_ticker_says_what_is_running_after_silence():
     scan = cli.OutputScan()
     said: list[str] = []
