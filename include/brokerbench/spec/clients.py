@@ -68,31 +68,31 @@ def describe_choices() -> str:
 class Ceiling:
     """The rates per worker process one client library was measured to reach, msg/s.
 
-    Both were measured on the 2-core development machine with 100-byte messages, against the local stand-in
-    brokers of the time (tansu for Kafka, pulsar-lite for Pulsar, RabbitMQ 3.10), the broker on the same cores:
-    a faster client host goes further, larger messages cost more per message.
+    Both were measured on the 2-core development machine with 100-byte messages, against the local environment's
+    real brokers (Apache Kafka 4.1.1 and Apache Pulsar 4.0.7 from Maven Central, RabbitMQ 3.10.8 from Debian), the
+    broker on the same cores: a faster client host goes further, larger messages cost more per message.
     """
 
-    #: docs/benchmarks-harness.md section 1 (``bench/harness_ceiling.py``): one process, producers only,
-    #: unthrottled, full measurement; the lower of the two runs printed there
+    #: docs/benchmarks-harness.md section 1, "On the real brokers" (``bench/harness_ceiling.py``): one process,
+    #: producers only, unthrottled, full measurement; the lower of the two invocations printed there
     producer_only_msg_s: int
-    #: docs/benchmarks-harness.md section 2 (``bench/seed_latency.py --seconds 20``): one process producing and
-    #: consuming 1 topic / 1 partition at an offered 50,000 msg/s: the publish rate it reached (it fell behind),
-    #: or 50,000 when it held the whole offered rate (``held``: no higher rate was tried)
+    #: docs/benchmarks-harness.md section 2, "On the real brokers" (``bench/seed_latency.py --seconds 20``): one
+    #: process producing and consuming 1 topic / 1 partition at an offered 50,000 msg/s: the publish rate it
+    #: reached (it fell behind), or 50,000 when it held the whole offered rate (``held``: no higher rate was tried)
     with_consumer_msg_s: int
     held: bool = False
 
 
 #: (broker, library) -> its measured ceilings; the figures are the ones docs/benchmarks-harness.md prints
 CLIENT_CEILINGS: dict[tuple[str, str], Ceiling] = {
-    # section 1: 28,579 and 28,080 msg/s; section 2: fell behind at 16,858 msg/s (88.9 % of a core)
-    ("kafka", "kafka-python"): Ceiling(producer_only_msg_s=28_080, with_consumer_msg_s=16_858),
-    # section 1: 555,461 and 615,464 msg/s; section 2: held 50,000 msg/s at 36.3 % of a core
-    ("kafka", "confluent-kafka"): Ceiling(producer_only_msg_s=555_461, with_consumer_msg_s=50_000, held=True),
-    # section 1: 35,780 and 25,824 msg/s; section 2: fell behind at 19,955 msg/s
-    ("pulsar", "pulsar-client"): Ceiling(producer_only_msg_s=25_824, with_consumer_msg_s=19_955),
-    # section 1: 23,114 and 17,164 msg/s; section 2: fell behind at 18,867 msg/s
-    ("rabbitmq", "pika"): Ceiling(producer_only_msg_s=17_164, with_consumer_msg_s=18_867),
+    # section 1: 11,450 (one broker running) and 9,679 msg/s (three); section 2: fell behind at 8,320 msg/s
+    ("kafka", "kafka-python"): Ceiling(producer_only_msg_s=9_679, with_consumer_msg_s=8_320),
+    # section 1: 260,822 and 241,027 msg/s; section 2: held 50,000 msg/s at 55.6 % of a core
+    ("kafka", "confluent-kafka"): Ceiling(producer_only_msg_s=241_027, with_consumer_msg_s=50_000, held=True),
+    # section 1: 14,052 and 13,096 msg/s; section 2: fell behind at 14,950 msg/s
+    ("pulsar", "pulsar-client"): Ceiling(producer_only_msg_s=13_096, with_consumer_msg_s=14_950),
+    # section 1: 19,625 and 18,015 msg/s; section 2: fell behind at 12,966 msg/s
+    ("rabbitmq", "pika"): Ceiling(producer_only_msg_s=18_015, with_consumer_msg_s=12_966),
 }
 
 #: where the ceilings were printed (warnings name it)
