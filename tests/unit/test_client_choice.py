@@ -128,6 +128,30 @@ def test_the_choice_travels_in_the_plan_into_every_worker_job(tmp_path):
         assert all(j["client_library"] == item.client_library for j in benchmark.split_job(job, 3))
 
 
+def test_the_warm_up_of_a_sweep_holds_its_first_step(tmp_path):
+    """Every step in the warm-up would end it overloading the broker right before the measured phase's lowest step."""
+    from brokerbench.environments.base import BrokerEndpoint
+    from brokerbench.worker.runner import SWEEP_RATES
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("name: sweep\ntopics: 1\npartitionsPerTopic: 1\nmessageSize: 100\nproducerRate: 0\n"
+                     "testDurationMinutes: 1\nwarmupDurationMinutes: 1\nkind: throughput-sweep\n"
+                     "sweepRatesMsgS: [5000, 10000, 20000]\n")
+    default = tmp_path / "default-sweep.yaml"
+    default.write_text(sweep.read_text().replace("sweepRatesMsgS: [5000, 10000, 20000]\n", ""))
+    ctx = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
+    endpoint = BrokerEndpoint("rabbitmq", "rabbitmq", "3.10.8", amqp_uris=["amqp://127.0.0.1:5672"])
+    for path, rates in ((sweep, [5000, 10000, 20000]), (default, None)):
+        plan = build_plan(load_suite("smoke"), {"brokers": ["rabbitmq"], "variants": ["fsync-off"],
+                                                "workloads": [str(path)]})
+        (item,) = plan.items
+        warm = benchmark._job(ctx, item, endpoint, "warmup", 60.0, 5.0, "localhost-0")
+        measured = benchmark._job(ctx, item, endpoint, "measure", 60.0, 5.0, "localhost-0")
+        assert warm["kind"] == measured["kind"] == "throughput-sweep"
+        assert warm["sweep_rates_msg_s"] == [(rates or SWEEP_RATES)[0]]
+        assert measured["sweep_rates_msg_s"] == rates  # the measured phase: every step (None: the worker's default)
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python's own, on import
 def test_the_spec_and_the_worker_know_the_same_libraries():
     from brokerbench.worker.drivers import DRIVERS, driver_class

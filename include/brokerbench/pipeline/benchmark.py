@@ -17,7 +17,7 @@ from brokerbench.spec.clients import ceiling_warning
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.util import run_prefix, safe_name
 from brokerbench.worker.job import Job
-from brokerbench.worker.runner import prepare_job, workload_kind
+from brokerbench.worker.runner import SWEEP_RATES, prepare_job, workload_kind
 from brokerbench.worker.scaleout import split_job
 
 # -- per broker x variant ---------------------------------------------------
@@ -70,6 +70,12 @@ def _job(ctx: RunContext, item, endpoint: BrokerEndpoint, phase: str, duration_s
     topics, subs = _names(ctx, item)
     w = item.workload
     workload = w.to_omb_dict()
+    kind = _kind(workload)
+    sweep_rates = w.sweep_rates_msg_s
+    if phase == "warmup" and kind == "throughput-sweep":
+        # the warm-up of a sweep is its first step held for the whole warm-up: running every step there would
+        # end it overloading the broker, and the measured phase's first (lowest) step would start on that backlog
+        sweep_rates = [(sweep_rates or SWEEP_RATES)[0]]
     if getattr(w, "payload_path", None):
         workload["payloadFile"] = str(w.payload_path)  # the worker may run in another directory
     return Job(**{
@@ -80,9 +86,9 @@ def _job(ctx: RunContext, item, endpoint: BrokerEndpoint, phase: str, duration_s
         "producers_per_topic": w.producers_per_topic,
         "consumers_per_subscription": w.consumer_per_subscription,
         "consumers_in_subscription": w.consumer_per_subscription,
-        "kind": _kind(workload),
+        "kind": kind,
         "client_library": item.client_library,
-        "sweep_rates_msg_s": w.sweep_rates_msg_s,
+        "sweep_rates_msg_s": sweep_rates,
         "clock_offset_ms": _clock_offset_ms(ctx),
     }).to_dict()
 
