@@ -109,9 +109,10 @@ def _not_judged_reason(verdicts: Sequence[Mapping[str, Any]], tracks: int) -> st
 
 
 def outcome_of(verdicts: Iterable[Mapping[str, Any]] | None, failed_tasks: Sequence[str] = (),
-               has_measurements: bool = True) -> RunOutcome:
+               has_measurements: bool = True, sweep_only: bool = False) -> RunOutcome:
     """The outcome of a run from its verdicts (regression.json's ``verdicts``; None when none were written)
-    and the tasks that failed (``failed`` or ``upstream_failed``)."""
+    and the tasks that failed (``failed`` or ``upstream_failed``). ``sweep_only``: the run measured throughput
+    sweeps and no measured phase (summary/sweep.csv without summary.csv): never judged."""
     vs = list(verdicts or [])
     failed = sorted(t for t in failed_tasks if not t.endswith(GATE_TASK_SUFFIX))
     tracks = {_track(v) for v in vs}
@@ -135,6 +136,9 @@ def outcome_of(verdicts: Iterable[Mapping[str, Any]] | None, failed_tasks: Seque
                        reason=f"{len(judged)} of {len(tracks)} track(s) judged, none regressed{improved}")
     if not has_measurements:
         return replace(base, reason="no measurements (no measured phase wrote a result)")
+    if verdicts is None and sweep_only:
+        return replace(base, reason="throughput sweeps only: a sweep is not judged against the history (its steps "
+                                    "are in summary/sweep.csv)")
     if verdicts is None:
         return replace(base, reason="no verdicts (the history or verdicts step did not write them)")
     return replace(base, reason=_not_judged_reason(vs, len(tracks)))

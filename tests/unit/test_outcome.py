@@ -57,6 +57,14 @@ def test_no_measurements_and_no_verdicts_are_not_judged():
     assert outcome_of(None).reason == "no verdicts (the history or verdicts step did not write them)"
 
 
+def test_a_run_of_sweeps_only_is_not_judged_and_says_why():
+    o = outcome_of(None, sweep_only=True)
+    assert o.outcome == Outcome.NOT_JUDGED and o.exit_code == 4
+    assert o.reason == ("throughput sweeps only: a sweep is not judged against the history (its steps are in "
+                        "summary/sweep.csv)")
+    assert outcome_of(None, ["benchmark.kafka__fsync_off.measure"], sweep_only=True).outcome == Outcome.FAILED
+
+
 def test_exit_codes_are_distinct():
     assert sorted(EXIT_CODES.values()) == [0, 1, 3, 4]
 

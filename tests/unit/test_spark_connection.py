@@ -76,3 +76,23 @@ def test_the_connection_may_set_the_drivers_jvm_options(monkeypatch):
                        "extra": {"conf": {"spark.driver.extraJavaOptions": "-Xmx2g"}}})
     op = _submitted(monkeypatch, conn, None)
     assert op.conf["spark.driver.extraJavaOptions"] == "-Xmx2g"
+
+
+def test_a_run_of_sweeps_only_skips_the_history_append_and_a_run_without_results_fails_it(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from brokerbench.pipeline.context import RunContext
+
+    monkeypatch.setenv(f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}", '{"conn_type": "spark", "host": "local[*]"}')
+    context = {"dag": SimpleNamespace(dag_id="brokerbench_smoke"), "run_id": "manual__1",
+               "params": {"results_root": str(tmp_path)}}
+    summary = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)}).run_dir / "summary"
+    summary.mkdir(parents=True)
+    op = HistoryAppendOperator(task_id="history", suite="smoke")
+    with pytest.raises(AirflowFailException, match="no summary under .*nothing to append"):
+        op.execute(context)
+    (summary / "sweep.csv").write_text("step,target_rate_msg_s\n0,5000\n")
+    with pytest.raises(AirflowSkipException, match="throughput sweep only.*summary/sweep.csv"):
+        op.execute(context)

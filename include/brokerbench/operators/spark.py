@@ -10,7 +10,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from brokerbench import storage
 from brokerbench.operators.base import log, run_context, run_type_and_ts
@@ -152,6 +152,11 @@ class HistoryAppendOperator(BrokerbenchSparkOperator):
         self.check_connection()
         with ctx.synced() as sync:
             if not (ctx.run_dir / "summary" / "summary.parquet").exists():
+                if (ctx.run_dir / "summary" / "sweep.csv").exists():
+                    # skipped, so are the verdicts after it: the run's outcome says "not judged" and why
+                    raise AirflowSkipException(
+                        f"a throughput sweep only: nothing to append to the history, which holds measured phases "
+                        f"(the sweep's steps are in {ctx.results_uri}/summary/sweep.csv)")
                 raise AirflowFailException(f"no summary under {ctx.results_uri}/summary: nothing to append")
             run_type, run_ts = run_type_and_ts(context)
             record_run_meta(ctx, run_type, run_ts)

@@ -150,7 +150,10 @@ def run_outcome(ctx: RunContext, failed_tasks: list[str], stopped: bool = False)
     summary/outcome.json and logged as the run's last lines."""
     data = verdict_table.read_verdicts(ctx.run_dir)
     failed = list(failed_tasks) + (["(the run was stopped)"] if stopped else [])
-    result = outcome_of(data.get("verdicts") if data else None, failed, has_measurements=has_measurements(ctx))
+    summary = ctx.run_dir / "summary"
+    sweep_only = (summary / "sweep.csv").exists() and not (summary / "summary.csv").exists()
+    result = outcome_of(data.get("verdicts") if data else None, failed, has_measurements=has_measurements(ctx),
+                        sweep_only=sweep_only)
     write_outcome(ctx.run_dir, result)
     log.info("results: %s", ctx.results_uri)
     log.info("OUTCOME: %s", result.headline)
