@@ -66,10 +66,16 @@ def _by_run(rows: list[dict]) -> dict[int, list[dict]]:
 
 
 def ship_package(spark: SparkSession) -> None:
-    """The executors import this package to fetch S3 objects: when the driver runs it from its
-    source directory (not from a ``--py-files`` zip), ship a zip of it."""
-    if os.path.isfile(pyfiles.__file__):  # not inside a zip
-        spark.sparkContext.addPyFile(pyfiles.build_zip())
+    """The executors import this package (they read the worker files with it): when the driver runs
+    it from its source directory, ship a zip of it, unless spark-submit's ``--py-files`` already
+    ships the zip of these very sources (the Airflow operators do; adding it again costs the
+    driver about a second of re-reading every zip on its path)."""
+    if not os.path.isfile(pyfiles.__file__):  # imported from a zip: shipped with it
+        return
+    submitted = spark.sparkContext.getConf().get("spark.submit.pyFiles", "") or ""
+    if any(os.path.basename(f) == pyfiles.zip_name() for f in submitted.split(",")):
+        return
+    spark.sparkContext.addPyFile(pyfiles.build_zip())
 
 
 def out_dirs(run_dirs: Sequence[str], given: Sequence[str] | None) -> list[str]:

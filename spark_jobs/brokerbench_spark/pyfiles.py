@@ -28,15 +28,20 @@ def sources() -> list[Path]:
     return sorted(p for p in PACKAGE.glob("*.py"))
 
 
+def zip_name() -> str:
+    """The zip's file name: ``brokerbench_spark-<hash of the sources>.zip``."""
+    digest = hashlib.sha256()
+    for p in sources():
+        digest.update(p.name.encode() + b"\0" + p.read_bytes())
+    return f"brokerbench_spark-{digest.hexdigest()[:16]}.zip"
+
+
 def build_zip(out_dir: str | os.PathLike | None = None) -> str:
     """Zip of the package (``brokerbench_spark/*.py``); returns its path."""
     files = sources()
-    digest = hashlib.sha256()
-    for p in files:
-        digest.update(p.name.encode() + b"\0" + p.read_bytes())
     out = Path(out_dir or Path(tempfile.gettempdir()) / "brokerbench-spark")
     out.mkdir(parents=True, exist_ok=True)
-    target = out / f"brokerbench_spark-{digest.hexdigest()[:16]}.zip"
+    target = out / zip_name()
     if not target.exists():
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:

@@ -45,6 +45,8 @@ WINDOW_ROWS = T.StructType([
 UNREAD_PHASES = ("warmup",)
 #: worker-file tasks per core (smaller tasks balance phases of unequal size)
 TASKS_PER_CORE = 3
+#: bytes of worker files below which one task more is not worth its fixed cost
+MIN_TASK_BYTES = 8 << 20
 
 
 def worker_files(run_dir: str, client=None) -> list[tuple[str, int]]:
@@ -83,7 +85,11 @@ def read_worker_files(spark: SparkSession, files: dict[str, tuple[int, int]], ra
     of every measured interval index (WINDOW_ROWS, omb.py).
     """
     sc = spark.sparkContext
-    slices = task_slices(phase_dirs(files), sc.defaultParallelism * TASKS_PER_CORE)
+    work = phase_dirs(files)
+    # small inputs (one run: a few MB) in fewer tasks: each task's fixed cost (a Python worker, the package's
+    # import) is then paid less often; large ones in TASKS_PER_CORE tasks per core
+    by_size = max(1, -(-sum(size for _, size in work) // MIN_TASK_BYTES))
+    slices = task_slices(work, min(by_size, sc.defaultParallelism * TASKS_PER_CORE))
     fields, combo, ranked = list(METRIC_NAMES), list(COMBO), list(ranked)
     rows = (sc.parallelize(slices, max(1, len(slices)))
             .flatMap(lambda part: read_phase_dirs(part, fields, combo, ranked))

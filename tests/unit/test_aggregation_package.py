@@ -41,6 +41,35 @@ def test_entry_points_are_thin():
         assert "pyspark" not in text.split('"""')[-1]  # all Spark code lives in the package
 
 
+def test_the_package_is_added_to_the_context_unless_py_files_ship_these_sources(tmp_path):
+    from brokerbench_spark import entry
+
+    class Context:
+        def __init__(self, py_files: str):
+            self.conf, self.added = {"spark.submit.pyFiles": py_files}, []
+
+        def getConf(self):
+            return self.conf
+
+        def addPyFile(self, path):
+            self.added.append(path)
+
+    class Session:
+        def __init__(self, py_files: str):
+            self.sparkContext = Context(py_files)
+
+    shipped = Session(f"file:/x/y.zip,file:{build_zip(tmp_path)}")  # the operators' --py-files
+    entry.ship_package(shipped)
+    assert shipped.sparkContext.added == []
+    stale = Session("file:/tmp/brokerbench-spark/brokerbench_spark-0000000000000000.zip")  # other sources
+    entry.ship_package(stale)
+    bare = Session("")  # spark-submit spark_jobs/aggregate.py without --py-files
+    entry.ship_package(bare)
+    for session in (stale, bare):
+        (added,) = session.sparkContext.added
+        assert Path(added).name == Path(build_zip(tmp_path)).name
+
+
 # -- no Spark session needed: the package's pure-Python helpers --------------------------
 
 
