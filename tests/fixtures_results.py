@@ -358,11 +358,15 @@ def write_sweep_run(
     intervals_per_step: int = 2,
     unstable_from: int = 2,
     seed: int = 11,
+    drain_intervals: int = 0,
 ) -> dict[int, StepTruth]:
     """Throughput-sweep files (phase ``sweep``) of one combination; truth per step.
 
     Each worker's share of a step's target is rate / workers; steps from
-    ``unstable_from`` on are reported unstable by worker 0 only.
+    ``unstable_from`` on are reported unstable by worker 0 only. ``drain_intervals``:
+    intervals after each step's last send that send nothing and count a few late
+    acknowledgements (as a worker waiting for its consumers between steps writes them):
+    their acknowledgements count, their time does not (the truth's ``seconds``).
     """
     run_dir = Path(run_dir)
     rng = np.random.default_rng(seed)
@@ -394,6 +398,16 @@ def write_sweep_run(
                 st.acked += n
                 st.starts_ns.append(start)
                 st.ends_ns.append(end)
+                index += 1
+            for _ in range(drain_intervals):
+                start = base_ns + index * interval_ns + w * 1_000_000
+                late = 3
+                recs.append({"index": index, "start_ns": start, "end_ns": start + interval_ns, "sent": 0,
+                             "acked": late, "received": 0, "publish_latency_us": np.array([], dtype=np.int64),
+                             "publish_delay_us": np.array([], dtype=np.int64),
+                             "e2e_latency_us": np.array([], dtype=np.int64), "step": step,
+                             "step_target_rate_msg_s": rate / workers})
+                st.acked += late
                 index += 1
             stable = not (w == 0 and step >= unstable_from)
             st.stable = st.stable and stable

@@ -690,7 +690,13 @@ def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
     counters = steps.groupBy(*keys).agg(
         F.countDistinct("worker").alias("workers"),
         F.countDistinct("index").alias("intervals"),
-        ((F.max("end_ns") - F.min("start_ns")) / 1e9).alias("measured_seconds"),
+        # seconds of load, as the summary's: the intervals after the step's last send (a worker waiting for its
+        # consumers before the next step) count their acknowledgements, not their time
+        F.coalesce(
+            (F.max(F.when(F.col("sent") > 0, F.col("end_ns"))) - F.min(F.when(F.col("sent") > 0, F.col("start_ns"))))
+            / 1e9,
+            (F.max("end_ns") - F.min("start_ns")) / 1e9,
+        ).alias("measured_seconds"),
         F.sum("sent").alias("messages_sent"),
         F.sum("acked").alias("messages_acked"),
         F.sum("received").alias("messages_received"),

@@ -144,7 +144,7 @@ def build_runs(root: Path) -> list[Path]:
     dirs = [root / "runs" / "brokerbench_equality" / name for name in RUNS]
     build_fixture_run(dirs[0])
     build_edge_run(dirs[1])
-    write_sweep_run(dirs[2], broker="pulsar", variant="fsync-on", workers=3, unstable_from=1)
+    write_sweep_run(dirs[2], broker="pulsar", variant="fsync-on", workers=3, unstable_from=1, drain_intervals=2)
     build_warmup_only_run(dirs[3])
     (dirs[4] / "raw").mkdir(parents=True)
     return dirs

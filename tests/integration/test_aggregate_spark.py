@@ -97,7 +97,7 @@ def run(tmp_path_factory):
         },
     )
     # a throughput sweep beside the measured phase: it must land in sweep.csv only
-    sweep_truth = write_sweep_run(run_dir, broker="kafka", variant="default")
+    sweep_truth = write_sweep_run(run_dir, broker="kafka", variant="default", drain_intervals=1)
     started = time.monotonic()
     proc = run_job(run_dir)
     wall_s = time.monotonic() - started
@@ -118,7 +118,7 @@ def test_sweep_csv_one_row_per_step_with_exact_latencies(run):
         st = run["sweep_truth"][int(row["step"])]
         assert float(row["target_rate_msg_s"]) == pytest.approx(st.target_rate_msg_s)
         assert float(row["publish_rate_msg_s"]) == pytest.approx(st.acked / st.seconds, rel=1e-12)
-        assert int(row["workers"]) == 2 and int(row["intervals"]) == 2
+        assert int(row["workers"]) == 2 and int(row["intervals"]) == 3  # 2 of load, 1 waiting for the consumers
         for hist, (prefix, unit, divisor) in METRICS.items():
             merged = LogHistogram.from_values(st.values(hist))
             for label, p in PERCENTILES:
