@@ -364,9 +364,10 @@ def write_sweep_run(
 
     Each worker's share of a step's target is rate / workers; steps from
     ``unstable_from`` on are reported unstable by worker 0 only. ``drain_intervals``:
-    intervals after each step's last send that send nothing and count a few late
-    acknowledgements (as a worker waiting for its consumers between steps writes them):
-    their acknowledgements count, their time does not (the truth's ``seconds``).
+    intervals after each step's last full interval that count a few late acknowledgements (as
+    a worker waiting for its consumers between steps writes them), the first with one message
+    sent (one that crossed the interval boundary): their acknowledgements count, their time
+    does not (the truth's ``seconds``).
     """
     run_dir = Path(run_dir)
     rng = np.random.default_rng(seed)
@@ -399,10 +400,11 @@ def write_sweep_run(
                 st.starts_ns.append(start)
                 st.ends_ns.append(end)
                 index += 1
-            for _ in range(drain_intervals):
+            for k in range(drain_intervals):
                 start = base_ns + index * interval_ns + w * 1_000_000
                 late = 3
-                recs.append({"index": index, "start_ns": start, "end_ns": start + interval_ns, "sent": 0,
+                # the first: one message that crossed the interval boundary after the step's last full interval
+                recs.append({"index": index, "start_ns": start, "end_ns": start + interval_ns, "sent": int(k == 0),
                              "acked": late, "received": 0, "publish_latency_us": np.array([], dtype=np.int64),
                              "publish_delay_us": np.array([], dtype=np.int64),
                              "e2e_latency_us": np.array([], dtype=np.int64), "step": step,

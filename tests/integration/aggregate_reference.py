@@ -667,6 +667,10 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
 # -- throughput sweep --------------------------------------------------------------------
 
 
+#: as the package's tables.LOAD_SHARE
+LOAD_SHARE = 0.01
+
+
 def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
     """One row per workload x broker x driver x variant x sweep step (phase ``sweep``); [] when none.
 
@@ -687,14 +691,15 @@ def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
     keys = COMBO + ["step"]
     per_worker_target = steps.groupBy(*keys, "file").agg(F.max("step_target_rate_msg_s").alias("t"))
     target = per_worker_target.groupBy(*keys).agg(F.sum("t").alias("target_rate_msg_s"))
-    counters = steps.groupBy(*keys).agg(
+    # seconds of load: the span of the step's intervals that carried its load (at least LOAD_SHARE of its busiest
+    # interval's sends); the intervals after its last send (a worker waiting for its consumers before the next
+    # step, or one message that crossed the interval boundary) count their acknowledgements, not their time
+    load = F.col("sent") >= F.greatest(F.lit(1), F.max("sent").over(Window.partitionBy(*keys)) * LOAD_SHARE)
+    counters = steps.withColumn("load", load).groupBy(*keys).agg(
         F.countDistinct("worker").alias("workers"),
         F.countDistinct("index").alias("intervals"),
-        # seconds of load, as the summary's: the intervals after the step's last send (a worker waiting for its
-        # consumers before the next step) count their acknowledgements, not their time
         F.coalesce(
-            (F.max(F.when(F.col("sent") > 0, F.col("end_ns"))) - F.min(F.when(F.col("sent") > 0, F.col("start_ns"))))
-            / 1e9,
+            (F.max(F.when(F.col("load"), F.col("end_ns"))) - F.min(F.when(F.col("load"), F.col("start_ns")))) / 1e9,
             (F.max("end_ns") - F.min("start_ns")) / 1e9,
         ).alias("measured_seconds"),
         F.sum("sent").alias("messages_sent"),
