@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from brokerbench import storage
 from brokerbench.operators.base import log, run_context, run_type_and_ts
-from brokerbench.pipeline.analysis import has_measurements, history_uri, publish_history, record_run_meta
+from brokerbench.pipeline.analysis import has_measurements, history_uri, is_sweep_only, publish_history, record_run_meta
 from brokerbench.pipeline.context import PROJECT_ROOT
 
 #: Spark conf of the operators' jobs, each a default the connection's ``extra.conf`` or the task's ``conf``
@@ -151,12 +151,11 @@ class HistoryAppendOperator(BrokerbenchSparkOperator):
         ctx = run_context(self.suite, context)
         self.check_connection()
         with ctx.synced() as sync:
+            if is_sweep_only(ctx):  # skipped, so are the verdicts after it: the run's outcome says "not judged"
+                raise AirflowSkipException(
+                    f"a throughput sweep only: nothing to append to the history, which holds measured phases "
+                    f"(the sweep's steps are in {ctx.results_uri}/summary/sweep.csv)")
             if not (ctx.run_dir / "summary" / "summary.parquet").exists():
-                if (ctx.run_dir / "summary" / "sweep.csv").exists():
-                    # skipped, so are the verdicts after it: the run's outcome says "not judged" and why
-                    raise AirflowSkipException(
-                        f"a throughput sweep only: nothing to append to the history, which holds measured phases "
-                        f"(the sweep's steps are in {ctx.results_uri}/summary/sweep.csv)")
                 raise AirflowFailException(f"no summary under {ctx.results_uri}/summary: nothing to append")
             run_type, run_ts = run_type_and_ts(context)
             record_run_meta(ctx, run_type, run_ts)

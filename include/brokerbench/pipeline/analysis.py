@@ -42,6 +42,13 @@ def has_measurements(ctx: RunContext, sync=None) -> bool:
     return any(next((ctx.run_dir / "raw").glob(pat), None) for pat in MEASURED_FILES)
 
 
+def is_sweep_only(ctx: RunContext) -> bool:
+    """The run measured throughput sweeps and no measured phase: the aggregation wrote summary/sweep.csv and no
+    summary table. Such a run has nothing for the history and is never judged."""
+    summary = ctx.run_dir / "summary"
+    return (summary / "sweep.csv").exists() and not (summary / "summary.parquet").exists()
+
+
 def report(ctx: RunContext, failed_tasks: Sequence[str] = ()) -> str:
     # the report draws with Plotly: loaded in the report task, not where DAG files are parsed
     from brokerbench.report.html import build_report, render_text_summary
@@ -150,10 +157,8 @@ def run_outcome(ctx: RunContext, failed_tasks: list[str], stopped: bool = False)
     summary/outcome.json and logged as the run's last lines."""
     data = verdict_table.read_verdicts(ctx.run_dir)
     failed = list(failed_tasks) + (["(the run was stopped)"] if stopped else [])
-    summary = ctx.run_dir / "summary"
-    sweep_only = (summary / "sweep.csv").exists() and not (summary / "summary.csv").exists()
     result = outcome_of(data.get("verdicts") if data else None, failed, has_measurements=has_measurements(ctx),
-                        sweep_only=sweep_only)
+                        sweep_only=is_sweep_only(ctx))
     write_outcome(ctx.run_dir, result)
     log.info("results: %s", ctx.results_uri)
     log.info("OUTCOME: %s", result.headline)
