@@ -152,8 +152,9 @@ def test_kafka_fsync_on_syncs_every_batch_and_fsync_off_does_not(local_env):
 
 # -- injected delay --------------------------------------------------------------------------
 
-def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3):
-    """The worker's figures against the broker directly and through a 50 ms DelayProxy that the broker advertises."""
+def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3, rounds=2):
+    """The worker's figures against the broker directly and through a 50 ms DelayProxy that the broker advertises
+    (of each side, the least disturbed of `rounds` measurements)."""
     proxy = DelayProxy(lambda: broker_state(env, broker)["ports"][broker], 0.050)
     try:
         results = {}
@@ -166,12 +167,21 @@ def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3):
             warmup = make_job(broker, ep, library, rate=rate, duration_s=2)
             prepare_job(warmup)
             run_job(warmup, str(env.state_dir / f"{name}-warmup.jsonl"), progress=lambda s: None)
-            job = make_job(broker, ep, library, rate=rate, duration_s=duration_s)
-            prepare_job(job)
-            out = env.state_dir / f"{name}.jsonl"
-            run_job(job, str(out), progress=lambda s: None)
-            recs = records(out)
-            results[name] = {f: merged(recs, f) for f in ("publish_latency_us", "e2e_latency_us")}
+            # another process on the host (the other test worker's brokers) only ever adds latency: of
+            # `rounds` measurements of each side, the one with the lowest publish p50 is the least disturbed
+            best = None
+            for i in range(rounds):
+                job = make_job(broker, ep, library, rate=rate, duration_s=duration_s)
+                prepare_job(job)
+                out = env.state_dir / f"{name}-{i}.jsonl"
+                run_job(job, str(out), progress=lambda s: None)
+                recs = records(out)
+                got = {f: merged(recs, f) for f in ("publish_latency_us", "e2e_latency_us")}
+                print(f"{broker} {name} round {i}: publish p50 {got['publish_latency_us'].percentile(50) / 1e3:.1f} ms")
+                if best is None or (got["publish_latency_us"].percentile(50)
+                                    < best["publish_latency_us"].percentile(50)):
+                    best = got
+            results[name] = best
         return results
     finally:
         proxy.close()

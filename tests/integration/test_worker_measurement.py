@@ -139,7 +139,17 @@ class DelayProxy:
         await asyncio.gather(up(), down(), return_exceptions=True)
 
     def close(self):
+        async def shutdown():  # the connections' tasks end before their loop does
+            self.server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
 
 
 def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path):
