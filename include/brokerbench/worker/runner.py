@@ -5,8 +5,9 @@ environment; the worker never needs Airflow. Flow:
 
 1. connect: consumers first, then producers;
 2. readiness probe (OMB): producers send probe messages (send time 0) until
-   every subscription of every topic received one; bounded, with an error
-   naming what never arrived;
+   every subscription of every topic received one and every consumer is in
+   place (a Kafka group member holds its partitions at fixed positions);
+   bounded, with an error naming what never arrived;
 3. load: every producer follows an open-loop uniform schedule
    ``intended_i = start + i / rate``; it sends at the intended time, or at
    once when it is late; the lateness is recorded as publish delay, so a
@@ -297,7 +298,10 @@ class _Phase:
         target_acks = len(self.producers)  # at least one acknowledged probe per producer
         while True:
             acked = self.writer.live()[1]
-            if wanted <= self.seen and acked >= target_acks:
+            # every consumer too: a Kafka subscription's first member receives the probe while the others are
+            # still joining, and their rebalance under load would skip messages (Consumer.ready)
+            joining = sum(not c.ready() for c in self.consumers)
+            if wanted <= self.seen and acked >= target_acks and not joining:
                 break
             if self.errors or self.recorder.s.send_errors:
                 raise WorkerError(f"readiness probe: sending failed: {self.recorder.last_error or self.errors}")
@@ -305,15 +309,19 @@ class _Phase:
                 missing = [f"subscription {s} of topic {t}" for t, s in sorted(wanted - self.seen)]
                 if acked < target_acks:
                     missing.append(f"an acknowledgement for {target_acks - acked} of {target_acks} producers")
-                raise WorkerError(f"readiness probe: nothing arrived on {', '.join(missing)} within {timeout:g} s")
+                problems = [f"nothing arrived on {', '.join(missing)}"] if missing else []
+                if joining:
+                    problems.append(f"{joining} of {len(self.consumers)} consumers still joining their "
+                                    "subscription (no partitions assigned)")
+                raise WorkerError(f"readiness probe: {'; '.join(problems)} within {timeout:g} s")
             if rounds == 0 or not wanted <= self.seen:
                 for i, p in enumerate(self.producers):
                     p.send(probe, str(rounds * 31 + i).encode() if self.partitions > 1 else None, time.time_ns())
                     p.flush(1.0)
             rounds += 1
             time.sleep(0.3)
-        self.say(f"ready: every subscription received a probe, every producer an acknowledgement "
-                 f"({rounds} probe rounds)")
+        self.say(f"ready: every subscription received a probe, every producer an acknowledgement, every consumer "
+                 f"its place ({rounds} probe rounds, {time.monotonic() - deadline + timeout:.1f} s)")
 
     def start_ns(self) -> int:
         at = self.job.start_at_ns

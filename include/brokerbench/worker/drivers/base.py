@@ -86,6 +86,13 @@ class Consumer(ABC):
         """Deliver again, from where the consumer stopped."""
         raise NotImplementedError(f"{type(self).__name__} cannot resume")
 
+    def ready(self) -> bool:
+        """Whether every message sent from now on reaches this consumer: it has joined its subscription and knows
+        where it reads from. A Kafka group member is ready once it holds its partitions in the group's current
+        generation with their positions resolved (until then a rebalance may move a partition whose position is
+        resolved to `latest` after messages were sent to it); subscribing is enough elsewhere."""
+        return True
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -135,23 +135,36 @@ class _CKConsumer(FlagPausedConsumer):
         self._c = _construct(CKConsumer, conf)
         self._want_paused = paused
         self._paused = False
-        self._c.subscribe([topic], on_assign=self._on_assign)
+        self._assigned = False  # holds its partitions of the group's current generation, positions fixed
+        self._c.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, name="ck-consumer", daemon=True)
         self._t.start()
 
     def _on_assign(self, consumer, partitions) -> None:
-        if self._want_paused:  # paused from the first assignment: nothing is fetched
-            # fix the position now (committed, else the current end), or a resume
-            # much later would apply auto.offset.reset=latest and skip the backlog
-            committed = {(t.topic, t.partition): t.offset for t in consumer.committed(partitions, timeout=10)}
-            for tp in partitions:
-                off = committed.get((tp.topic, tp.partition), -1001)
+        # fix the positions now (committed, else the current end - or start for "earliest"): resolved later,
+        # auto.offset.reset=latest would skip what was sent in between (the phase's first messages, or a
+        # paused consumer's whole backlog when it resumes)
+        committed = {(t.topic, t.partition): t.offset for t in consumer.committed(partitions, timeout=10)} \
+            if partitions else {}
+        for tp in partitions:
+            off = committed.get((tp.topic, tp.partition), -1001)
+            if off < 0:
                 low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-                tp.offset = off if off >= 0 else (low if self._earliest else high)
-            consumer.assign(partitions)
+                off = low if self._earliest else high
+            tp.offset = off
+        consumer.assign(partitions)
+        if self._want_paused:  # paused from the first assignment: nothing is fetched
             consumer.pause(partitions)
             self._paused = True
+        self._assigned = True
+
+    def _on_revoke(self, consumer, _partitions) -> None:
+        self._assigned = False
+        consumer.unassign()
+
+    def ready(self) -> bool:
+        return self._assigned
 
     def _loop(self) -> None:
         consume, poll = self._c.consume, self._c.poll

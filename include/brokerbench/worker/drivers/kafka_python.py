@@ -9,7 +9,7 @@ from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import IllegalStateError, KafkaTimeoutError, TopicAlreadyExistsError
 from typing_extensions import override
 
 from brokerbench.worker.drivers.base import (
@@ -87,13 +87,21 @@ class _KafkaProducer(Producer):
         self._rec.s.publish_ns.append(time.time_ns() - send_ns)
 
     def flush(self, timeout_s: float = 10.0) -> None:
-        self._p.flush(timeout=timeout_s)
+        try:
+            self._p.flush(timeout=timeout_s)
+        except KafkaTimeoutError:  # what is still unacknowledged is counted by the caller, as with the other drivers
+            pass
 
     def close(self) -> None:
         self._p.close(timeout=5)
 
 
 class _KafkaConsumer(FlagPausedConsumer):
+    # set by the rebalance listener (on kafka-python's IO thread), read by the consumer's own thread
+    _assigned = False  # holds its partitions of the group's current generation, positions resolved
+    _unresolved: set | None = None  # just assigned: positions to resolve
+    _generation = 0  # assignments and revocations so far
+
     def __init__(self, consumer: KafkaConsumer, on_payload: PayloadHandler, paused: bool = False):
         self._c = consumer
         self.on_payload = on_payload
@@ -116,6 +124,19 @@ class _KafkaConsumer(FlagPausedConsumer):
                 handle = self.on_payload
                 for r in records:
                     handle(r.value)
+            if self._unresolved is not None:
+                # fix the positions now (committed, else auto_offset_reset): resolved later, "latest" would skip
+                # what was sent in between (the phase's first messages, or a paused consumer's backlog)
+                unresolved, self._unresolved, generation = self._unresolved, None, self._generation
+                try:
+                    for tp in unresolved:
+                        c.position(tp)
+                except IllegalStateError:  # revoked meanwhile: the next assignment resolves its own
+                    continue
+                self._assigned = generation == self._generation  # not when revoked or assigned again meanwhile
+
+    def ready(self) -> bool:
+        return self._assigned
 
     def close(self) -> None:
         self._stop.set()
@@ -166,16 +187,19 @@ class KafkaPythonDriver(Driver):
         consumer = _KafkaConsumer.__new__(_KafkaConsumer)
         consumer._want_paused = paused
 
-        class _PauseOnAssign(ConsumerRebalanceListener):
+        class _OnAssign(ConsumerRebalanceListener):
+            # runs on kafka-python's IO thread, where blocking calls (position) are refused: the consumer's own
+            # thread resolves the positions (Consumer.ready waits for that)
             def on_partitions_assigned(self, assigned):
                 if consumer._want_paused and assigned:  # paused from the first assignment
-                    for tp in assigned:  # fix the position now: a later resume must not skip the backlog
-                        c.position(tp)
                     c.pause(*assigned)
+                consumer._generation += 1
+                consumer._unresolved = set(assigned)
 
-            def on_partitions_revoked(self, revoked):
-                pass
+            def on_partitions_revoked(self, _revoked):
+                consumer._generation += 1
+                consumer._assigned, consumer._unresolved = False, None
 
-        c.subscribe([topic], listener=_PauseOnAssign())
+        c.subscribe([topic], listener=_OnAssign())
         consumer.__init__(c, on_payload, paused)  # type: ignore[misc]  # built with __new__ above
         return consumer
