@@ -78,8 +78,9 @@ def test_smoke_dag_succeeds_with_a_row_per_broker_and_variant(smoke):
         assert float(r["target_rate_msg_s"]) == 1000, label
         # open-loop producers at 1000 msg/s on loopback hold the rate
         assert 900 <= float(r["publish_rate_msg_s"]) <= 1100, (label, r["publish_rate_msg_s"])
-        # 850: a Kafka consumer that resolves its `latest` position after the first messages were written never reads
-        # them (a known loss, seen once at 889 msg/s with the other test worker's brokers on the cores)
+        # 850: a Kafka fsync-on row consumed 889 msg/s once in a full run (the other test worker's brokers on the
+        # cores; its publish rate held 900); the cause was not found in that run's output (docs/worker.md: the
+        # rebalance loss of a late group member is fixed and tested in test_worker_measurement.py)
         assert 850 <= float(r["consume_rate_msg_s"]) <= 1100, (label, r["consume_rate_msg_s"])
         for m in ("publish_latency", "e2e_latency"):
             p50, p99, mx = (float(r[f"{m}_{q}_ms"]) for q in ("p50", "p99", "max"))
