@@ -78,10 +78,17 @@ def test_smoke_dag_succeeds_with_a_row_per_broker_and_variant(smoke):
         assert float(r["target_rate_msg_s"]) == 1000, label
         # open-loop producers at 1000 msg/s on loopback hold the rate
         assert 900 <= float(r["publish_rate_msg_s"]) <= 1100, (label, r["publish_rate_msg_s"])
-        # 850: a Kafka fsync-on row consumed 889 msg/s once in a full run (the other test worker's brokers on the
-        # cores; its publish rate held 900); the cause was not found in that run's output (docs/worker.md: the
-        # rebalance loss of a late group member is fixed and tested in test_worker_measurement.py)
-        assert 850 <= float(r["consume_rate_msg_s"]) <= 1100, (label, r["consume_rate_msg_s"])
+        # the consumers keep up on a host nothing else loads; on a loaded one a broker may fall behind and its
+        # consumers not catch up within the drain, which the row's backlog at the end shows (Kafka fsync-on in a
+        # full `make test`: 740 msg/s consumed of 1,000 acknowledged, 3,899 messages still in the backlog, the row
+        # "invalid: foreign load: mean 63.1 % CPU ...")
+        consumed = float(r["consume_rate_msg_s"])
+        if r["status"] == "ok":
+            assert 900 <= consumed <= 1100, (label, consumed)
+        else:
+            assert 0 < consumed <= 1100, (label, consumed)
+            behind = int(r["messages_acked"]) - int(r["messages_received"])
+            assert behind == 0 or int(r["backlog_end_msgs"]) >= behind, (label, behind, r["backlog_end_msgs"])
         for m in ("publish_latency", "e2e_latency"):
             p50, p99, mx = (float(r[f"{m}_{q}_ms"]) for q in ("p50", "p99", "max"))
             assert 0 < p50 <= p99 <= mx, (label, m, p50, p99, mx)
