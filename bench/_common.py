@@ -71,5 +71,16 @@ def job(broker: str, endpoint: dict, library: str, *, rate: float, duration_s: f
             **({"kind": kind} if kind else {}), **extra}
 
 
+def pulsar_producer(ep: dict, topic: str):
+    """A pulsar-client client and producer with the benchmarks' settings (DRIVER_CONFIG), for the bare loops."""
+    import pulsar
+    c = pulsar.Client(ep["service_url"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    cfg = DRIVER_CONFIG["pulsar"]["producer"]
+    p = c.create_producer(f"persistent://public/default/{topic}", batching_enabled=True,
+                          batching_max_publish_delay_ms=cfg["batchingMaxPublishDelayMs"],
+                          block_if_queue_full=True, max_pending_messages=cfg["pendingQueueSize"])
+    return c, p
+
+
 def now_ns() -> int:
     return time.time_ns()

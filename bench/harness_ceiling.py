@@ -27,7 +27,7 @@ import tempfile
 import time
 import uuid
 
-from _common import DRIVER_CONFIG, DRIVERS, driver_brokers, job
+from _common import DRIVER_CONFIG, DRIVERS, driver_brokers, job, pulsar_producer
 
 from brokerbench.worker.drivers.base import parse_properties
 from brokerbench.worker.runner import prepare_job, run_job
@@ -87,12 +87,7 @@ def bare_confluent(ep, topic, seconds):
 
 
 def bare_pulsar(ep, topic, seconds):
-    import pulsar
-    c = pulsar.Client(ep["service_url"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    cfg = DRIVER_CONFIG["pulsar"]["producer"]
-    p = c.create_producer(f"persistent://public/default/{topic}", batching_enabled=True,
-                          batching_max_publish_delay_ms=cfg["batchingMaxPublishDelayMs"],
-                          block_if_queue_full=True, max_pending_messages=cfg["pendingQueueSize"])
+    c, p = pulsar_producer(ep, topic)
     payload = os.urandom(SIZE)
     send = p.send_async
     noop = lambda _res, _mid: None  # noqa: E731  (pulsar-client requires a callback)

@@ -37,7 +37,7 @@ import uuid
 from typing import Callable
 
 import numpy as np
-from _common import DRIVER_CONFIG, driver_brokers, job
+from _common import DRIVER_CONFIG, driver_brokers, job, pulsar_producer
 
 from brokerbench.histogram import LogHistogram
 from brokerbench.worker.drivers.base import parse_properties
@@ -105,12 +105,7 @@ def bare_confluent(ep, topic, size, rate, seconds, warmup):
 
 
 def bare_pulsar(ep, topic, size, rate, seconds, warmup):
-    import pulsar
-    c = pulsar.Client(ep["service_url"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    cfg = DRIVER_CONFIG["pulsar"]["producer"]
-    p = c.create_producer(f"persistent://public/default/{topic}", batching_enabled=True,
-                          batching_max_publish_delay_ms=cfg["batchingMaxPublishDelayMs"],
-                          block_if_queue_full=True, max_pending_messages=cfg["pendingQueueSize"])
+    c, p = pulsar_producer(ep, topic)
     payload = os.urandom(size)
     lat: list[int] = []
     clock = time.monotonic_ns
