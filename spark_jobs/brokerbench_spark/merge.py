@@ -105,6 +105,11 @@ def window_ids(windows: DataFrame, groups: DataFrame) -> DataFrame:
         groups["gid"], "index", "window", "timed")
 
 
+def _exprs(*sql: str) -> list[F.Column]:
+    """Columns from SQL text: one round trip to the JVM each (built from ``F`` calls, several)."""
+    return [F.expr(e) for e in sql]
+
+
 def histogram_scalars(scalars: DataFrame, file_groups: DataFrame, windows: DataFrame | None = None) -> DataFrame:
     """sum, min, max, overflow and negative per group of LEVEL_KEYS (level 0: every merged
     interval; level 2, with ``windows`` (:func:`window_ids`): every OMB window)."""
@@ -114,21 +119,14 @@ def histogram_scalars(scalars: DataFrame, file_groups: DataFrame, windows: DataF
         .join(F.broadcast(file_groups.drop("worker")), on=["run", "file"], how="inner"))
     level0 = (
         rows.select("gid", "index", "s", F.posexplode(F.array(*[F.col(m) for m in METRIC_NAMES])).alias("metric", "h"))
-        .groupBy("gid", "index", "s", "metric").agg(
-            F.sum("h.sum").alias("sum"),
-            F.min("h.min").alias("min"),
-            F.max("h.max").alias("max"),
-            F.coalesce(F.sum("h.overflow"), F.lit(0)).alias("overflow"),
-            F.coalesce(F.sum("h.negative"), F.lit(0)).alias("negative"),
-        )
+        .groupBy("gid", "index", "s", "metric").agg(*_exprs(
+            "sum(h.`sum`) AS `sum`", "min(h.`min`) AS `min`", "max(h.`max`) AS `max`",
+            "coalesce(sum(h.overflow), 0) AS overflow", "coalesce(sum(h.negative), 0) AS negative"))
     )
-    level1 = level0.groupBy("gid", "s", "metric").agg(
-        F.sum("sum").alias("sum"),
-        F.min("min").alias("min"),
-        F.max("max").alias("max"),
-        F.sum("overflow").alias("overflow"),
-        F.sum("negative").alias("negative"),
-    )
+    # the merge of merged scalars (levels 1 and 2)
+    remerge = _exprs("sum(`sum`) AS `sum`", "min(`min`) AS `min`", "max(`max`) AS `max`",
+                     "sum(overflow) AS overflow", "sum(negative) AS negative")
+    level1 = level0.groupBy("gid", "s", "metric").agg(*remerge)
     cols = ["sum", "min", "max", "overflow", "negative"]
     out = (
         level0.select("gid", F.lit(0).alias("level"), "index", "s", "metric", *cols)
@@ -138,13 +136,7 @@ def histogram_scalars(scalars: DataFrame, file_groups: DataFrame, windows: DataF
     if windows is not None:
         level2 = (level0.filter(F.col("s").isNull())
                   .join(F.broadcast(windows.select("gid", "index", "window")), on=["gid", "index"], how="inner")
-                  .groupBy("gid", "window", "metric").agg(
-                      F.sum("sum").alias("sum"),
-                      F.min("min").alias("min"),
-                      F.max("max").alias("max"),
-                      F.sum("overflow").alias("overflow"),
-                      F.sum("negative").alias("negative"),
-                  ))
+                  .groupBy("gid", "window", "metric").agg(*remerge))
         out = out.unionByName(level2.select("gid", F.lit(2).alias("level"), F.col("window").alias("index"),
                                             F.lit(None).cast("long").alias("s"), "metric", *cols))
     return out
@@ -159,39 +151,44 @@ def histogram_stats(scalars: DataFrame, percentiles: DataFrame, file_groups: Dat
     pcts = percentiles.alias("b")
     on = [F.col(f"a.{c}").eqNullSafe(F.col(f"b.{c}")) for c in LEVEL_KEYS]
     joined = stats.join(pcts, on=on, how="left")
-    out = [F.col(f"a.{c}").alias(c) for c in LEVEL_KEYS]
-    out += [F.coalesce(F.col("b.count"), F.lit(0)).alias("count")]
-    out += [F.col(f"a.{c}").alias(c) for c in ("sum", "min", "max", "overflow", "negative")]
+    # SQL text: one round trip to the JVM instead of several per column
+    out = [f"a.`{c}` AS `{c}`" for c in LEVEL_KEYS]
+    out += ["coalesce(b.`count`, 0) AS `count`"]
+    out += [f"a.`{c}` AS `{c}`" for c in ("sum", "min", "max", "overflow", "negative")]
     ranked = iter(range(len(RANKED)))
     for i, p in enumerate(ALL_PERCENTILES):
         if p >= 100:
-            out.append(F.col("a.max").alias(pct_col(i)))  # the exact maximum
+            out.append(f"a.`max` AS `{pct_col(i)}`")  # the exact maximum
         else:
             # a bucket's key may exceed the exact maximum: never report more
-            out.append(F.least(F.get(F.col("b.r"), next(ranked)), F.col("a.max")).alias(pct_col(i)))
-    return joined.select(*out)
+            out.append(f"least(get(b.r, {next(ranked)}), a.`max`) AS `{pct_col(i)}`")
+    return joined.selectExpr(*out)
 
 
 def widen(stats: DataFrame, keys: Sequence[str], percentiles: Sequence[tuple[str, float]]) -> DataFrame:
     """One row per ``keys``, one column per metric x statistic, in the metric's reporting unit
-    (a conditional aggregation over the three metrics' rows)."""
+    (a conditional aggregation over the three metrics' rows).
+
+    Each column is one SQL expression (``F.expr``): the same expression built from ``F`` calls
+    takes about 70 round trips to the JVM per column, and a summary widens about 100 columns."""
     cols = []
     for m, metric in enumerate(METRIC_NAMES):
         prefix, unit, divisor = METRICS[metric]
+        per_unit = f"CAST({float(divisor)!r} AS DOUBLE)"
 
-        def pick(expr: F.Column) -> F.Column:
-            return F.max(F.when(F.col("metric") == m, expr))
+        def pick(expr: str, name: str) -> F.Column:
+            return F.expr(f"max(CASE WHEN metric = {m} THEN {expr} END) AS `{name}`")
 
         cols += [
-            pick(F.when(F.col("count") > 0, F.col("sum") / F.col("count") / divisor)).alias(f"{prefix}_avg_{unit}"),
-            pick(F.col("min") / divisor).alias(f"{prefix}_min_{unit}"),
+            pick(f"CASE WHEN `count` > 0 THEN `sum` / `count` / {per_unit} END", f"{prefix}_avg_{unit}"),
+            pick(f"`min` / {per_unit}", f"{prefix}_min_{unit}"),
         ]
         for label, p in percentiles:
-            cols.append(pick(F.col(pct_col(ALL_PERCENTILES.index(p))) / divisor).alias(f"{prefix}_{label}_{unit}"))
+            cols.append(pick(f"`{pct_col(ALL_PERCENTILES.index(p))}` / {per_unit}", f"{prefix}_{label}_{unit}"))
         cols += [
-            pick(F.col("max") / divisor).alias(f"{prefix}_max_{unit}"),
-            pick(F.col("count")).alias(f"{prefix}_count"),
-            pick(F.col("overflow")).alias(f"{prefix}_overflow_count"),
-            pick(F.col("negative")).alias(f"{prefix}_negative_count"),
+            pick(f"`max` / {per_unit}", f"{prefix}_max_{unit}"),
+            pick("`count`", f"{prefix}_count"),
+            pick("`overflow`", f"{prefix}_overflow_count"),
+            pick("`negative`", f"{prefix}_negative_count"),
         ]
     return stats.groupBy(*keys).agg(*cols)

@@ -96,11 +96,16 @@ def read_worker_files(spark: SparkSession, files: dict[str, tuple[int, int]], ra
             .cache())  # read by both frames below: the files are read once
     lines = spark.createDataFrame(rows.filter(lambda r: r[0] == "s").map(lambda r: r[1:]), SCALAR_LINES)
     parsed = F.from_json("value", RECORD_SCALARS, {"mode": "PERMISSIVE"})
-    scalars = lines.select("run", "file", parsed.alias("r")).select(
-        "run", "file", *[F.col(f"r.{f.name}") for f in RECORD_SCALARS.fields])
+    scalars = lines.select("run", "file", parsed.alias("r")).select("run", "file", "r.*")
     histograms = spark.createDataFrame(rows.filter(lambda r: r[0] == "h").map(lambda r: r[1:]), HISTOGRAM_ROWS)
     windows = spark.createDataFrame(rows.filter(lambda r: r[0] == "w").map(lambda r: r[1:]), WINDOW_ROWS)
-    return scalars, histograms, windows
+    if len(slices) > 1:
+        return scalars, histograms, windows
+    # A small input, read by one task: the queries after it keep to one partition. Each shuffle of a few
+    # thousand rows into SHUFFLE_PARTITIONS tasks cost more in tasks than it shared out; on one partition
+    # (and one shuffle partition for the session) every stage is one task.
+    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    return scalars.coalesce(1), histograms.coalesce(1), windows.coalesce(1)
 
 
 def _value_end(text: str, i: int) -> int:
