@@ -24,7 +24,8 @@ def phase(rate: float = 5000.0, acked: int = 150_000, load_s: float = 30.0, dela
     writer = SimpleNamespace(totals={"sent": acked, "acked": acked, "send_errors": 0, "received": acked},
                              phase_delay=delay)
     return SimpleNamespace(kind=kind, rate=rate, producers=[object()], load_s=load_s, writer=writer, reasons=[],
-                           job=SimpleNamespace(clock_offset_ms=clock_offset_ms), extra_end={})
+                           job=SimpleNamespace(clock_offset_ms=clock_offset_ms, drain_timeout_s=10.0), extra_end={},
+                           undrained=0)
 
 
 def validity(p: SimpleNamespace, cpu: float | None = 40.0, host_cpu: float | None = 30.0) -> dict:
@@ -57,6 +58,46 @@ def test_rate_below_target_alone_is_a_note_for_the_worker():
     v = validity(phase(acked=4700 * 30))
     assert any(r.startswith("achieved 4,700 msg/s < 99%") for r in v["reasons"])
     assert v["invalid_reasons"] == []
+
+
+class _Live:
+    """A phase's live counters: ``acked`` by its producers, ``received`` by its consumers."""
+
+    def __init__(self, acked: int, received: int):
+        self.acked, self.received = acked, received
+
+    def live(self) -> tuple[int, int, int]:
+        return self.acked, self.acked, self.received
+
+
+def drained(acked: int, received: int, consumers_in_subscription: int | None = None) -> SimpleNamespace:
+    """A phase after flush_and_drain: one subscription with one consumer in this process."""
+    p = SimpleNamespace(producers=[], consumers=[object()], subs=["s"], cps=1, errors=[], extra_end={},
+                        writer=_Live(acked, received), undrained=0,
+                        job=SimpleNamespace(drain_timeout_s=0.2, consumers_in_subscription=consumers_in_subscription))
+    p.backlog = lambda: _Phase.backlog(p)  # type: ignore[arg-type]
+    p.owns_subscriptions = lambda: _Phase.owns_subscriptions(p)  # type: ignore[arg-type]
+    _Phase.flush_and_drain(p)  # type: ignore[arg-type]
+    return p
+
+
+def test_messages_left_in_the_backlog_after_the_drain_make_the_phase_invalid():
+    assert drained(acked=15_000, received=15_000).undrained == 0
+    p = drained(acked=15_000, received=11_101)
+    assert p.undrained == 3_899
+    v = validity(phase(), cpu=40.0)
+    assert v["invalid_reasons"] == []
+    left = phase()
+    left.undrained = p.undrained
+    v = validity(left)
+    why = ("consumers did not catch up: 3,899 acknowledged messages not received when the drain ended (10 s after "
+           "the last send); end-to-end latency covers the received ones only")
+    assert v["invalid_reasons"] == [why] and why in v["reasons"] and v["client_bound"] is False
+
+
+def test_a_subscription_shared_with_other_processes_is_not_judged_by_one_of_them():
+    # two processes' consumers share the subscription: this one's acknowledgements are partly read by the other
+    assert drained(acked=15_000, received=7_400, consumers_in_subscription=2).undrained == 0
 
 
 def test_clock_offset_over_one_ms_is_invalid():
