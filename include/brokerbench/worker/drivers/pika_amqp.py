@@ -99,7 +99,7 @@ class _AmqpProducer(Producer):
         self._tag = 0
         self._lowest = 1
         self._closed_reason: str | None = None
-        self._ch = None
+        self._ch: Any = None  # the confirm channel, once open
         self._lock = threading.RLock()
         self._served = 0.0  # when the I/O loop was last served (time.monotonic)
         self._loop = IOLoop()
