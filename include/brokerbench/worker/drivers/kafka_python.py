@@ -9,7 +9,7 @@ from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
-from kafka.errors import IllegalStateError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 from typing_extensions import override
 
 from brokerbench.worker.drivers.base import (
@@ -96,11 +96,17 @@ class _KafkaProducer(Producer):
         self._p.close(timeout=5)
 
 
+#: the longest one position lookup of a new assignment blocks the consumer's thread (it tries again after its
+#: next poll): unbounded, a lookup the coordinator never answered left a consumer that never read nor became ready
+POSITION_TIMEOUT_MS = 2000
+
+
 class _KafkaConsumer(FlagPausedConsumer):
-    # set by the rebalance listener (on kafka-python's IO thread), read by the consumer's own thread
+    # set by the rebalance listener (on kafka-python's IO thread) under _lock, read by the consumer's own thread
     _assigned = False  # holds its partitions of the group's current generation, positions resolved
-    _unresolved: set | None = None  # just assigned: positions to resolve
+    _pending: tuple[int, set] | None = None  # (generation, partitions) of an assignment whose positions to fix
     _generation = 0  # assignments and revocations so far
+    _lock: threading.Lock  # set before the subscription (create_consumer): the listener may use it first
 
     def __init__(self, consumer: KafkaConsumer, on_payload: PayloadHandler, paused: bool = False):
         self._c = consumer
@@ -109,6 +115,13 @@ class _KafkaConsumer(FlagPausedConsumer):
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, name="kafka-consumer", daemon=True)
         self._t.start()
+
+    def assigned(self, partitions) -> None:
+        """The rebalance listener's news (IO thread): partitions assigned (None: revoked)."""
+        with self._lock:
+            self._generation += 1
+            self._pending = None if partitions is None else (self._generation, set(partitions))
+            self._assigned = False
 
     def _loop(self) -> None:
         poll = self._c.poll
@@ -124,16 +137,22 @@ class _KafkaConsumer(FlagPausedConsumer):
                 handle = self.on_payload
                 for r in records:
                     handle(r.value)
-            if self._unresolved is not None:
+            pending = self._pending
+            if pending is not None:
                 # fix the positions now (committed, else auto_offset_reset): resolved later, "latest" would skip
                 # what was sent in between (the phase's first messages, or a paused consumer's backlog)
-                unresolved, self._unresolved, generation = self._unresolved, None, self._generation
+                generation, partitions = pending
                 try:
-                    for tp in unresolved:
-                        c.position(tp)
-                except IllegalStateError:  # revoked meanwhile: the next assignment resolves its own
-                    continue
-                self._assigned = generation == self._generation  # not when revoked or assigned again meanwhile
+                    fixed = all(c.position(tp, timeout_ms=POSITION_TIMEOUT_MS) is not None for tp in partitions)
+                except IllegalStateError:  # revoked meanwhile: the listener brings the next assignment
+                    fixed = False
+                except KafkaError:  # the coordinator or a leader did not answer: again after the next poll
+                    fixed = False
+                if fixed:
+                    with self._lock:
+                        if self._pending is pending:  # not revoked or assigned again meanwhile
+                            self._pending = None
+                            self._assigned = generation == self._generation
 
     def ready(self) -> bool:
         return self._assigned
@@ -187,18 +206,18 @@ class KafkaPythonDriver(Driver):
         consumer = _KafkaConsumer.__new__(_KafkaConsumer)
         consumer._want_paused = paused
 
+        consumer._lock = threading.Lock()
+
         class _OnAssign(ConsumerRebalanceListener):
             # runs on kafka-python's IO thread, where blocking calls (position) are refused: the consumer's own
             # thread resolves the positions (Consumer.ready waits for that)
             def on_partitions_assigned(self, assigned):
                 if consumer._want_paused and assigned:  # paused from the first assignment
                     c.pause(*assigned)
-                consumer._generation += 1
-                consumer._unresolved = set(assigned)
+                consumer.assigned(assigned)
 
             def on_partitions_revoked(self, _revoked):
-                consumer._generation += 1
-                consumer._assigned, consumer._unresolved = False, None
+                consumer.assigned(None)
 
         c.subscribe([topic], listener=_OnAssign())
         consumer.__init__(c, on_payload, paused)  # type: ignore[misc]  # built with __new__ above
