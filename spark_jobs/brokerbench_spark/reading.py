@@ -103,7 +103,7 @@ def read_worker_files(spark: SparkSession, files: dict[str, tuple[int, int]], ra
         return scalars, histograms, windows
     # A small input, read by one task: the queries after it keep to one partition. Each shuffle of a few
     # thousand rows into SHUFFLE_PARTITIONS tasks cost more in tasks than it shared out; on one partition
-    # (and one shuffle partition for the session) every stage is one task.
+    # (and one shuffle partition for the session) every shuffle is read by one task.
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     return scalars.coalesce(1), histograms.coalesce(1), windows.coalesce(1)
 
