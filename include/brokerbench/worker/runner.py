@@ -560,11 +560,10 @@ class _Phase:
         if off is not None and abs(float(off)) > CLOCK_OFFSET_WARN_MS:
             invalid.append(f"clock offset {float(off):.2f} ms > {CLOCK_OFFSET_WARN_MS:g} ms between hosts: "
                            "end-to-end latency across hosts is suspect")
-        undrained = self.undrained
-        if undrained > 0:
+        if self.undrained > 0:
             # the messages still in the backlog are the slowest ones: without them the end-to-end
             # percentiles understate the tail
-            why = (f"consumers did not catch up: {undrained:,} acknowledged messages not received when the drain "
+            why = (f"consumers did not catch up: {self.undrained:,} acknowledged messages not received when the drain "
                    f"ended ({self.job.drain_timeout_s:g} s after the last send); end-to-end latency covers the "
                    "received ones only")
             reasons.append(why)

@@ -205,7 +205,6 @@ class KafkaPythonDriver(Driver):
         c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=subscription, **self.security, **kw)
         consumer = _KafkaConsumer.__new__(_KafkaConsumer)
         consumer._want_paused = paused
-
         consumer._lock = threading.Lock()
 
         class _OnAssign(ConsumerRebalanceListener):
