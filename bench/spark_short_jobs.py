@@ -1,12 +1,12 @@
 """The analysis' two Spark steps on one run, with the Spark conf the Airflow operators give them and without it.
 
-Each step handles one run: a few thousand rows, so its time is the fixed cost of a cold JVM - starting it, planning
-the queries, compiling them. ``operators/spark.SHORT_JOB_CONF`` cuts that cost. This script submits the
+Each step handles one run: a few thousand rows, so its time is the fixed cost of a cold JVM.
+``operators/spark.SHORT_JOB_CONF`` (the driver on the client compiler alone) cuts that cost. This script submits the
 aggregation (spark_jobs/aggregate.py) and the history append (spark_jobs/history.py) of a copy of one run directory
 exactly as the operators do (``spark-submit --master 'local[*]'``), alternating in one loop:
 
-    before:  the driver on C1 only (the operators' conf until SHORT_JOB_CONF)
-    after:   SHORT_JOB_CONF (C1, no adaptive execution, interpreted operators and expressions)
+    before:  Spark's defaults
+    after:   SHORT_JOB_CONF
 
 and checks that both produce the same summary.csv and timeseries.csv. Prints one line per submission and the
 median of each, with the ratio measured in this run:
@@ -35,8 +35,7 @@ sys.path.insert(0, str(ROOT / "include"))
 
 from brokerbench.operators.spark import SHORT_JOB_CONF  # noqa: E402
 
-#: before: the driver's JIT setting alone (the operators' conf until the rest of SHORT_JOB_CONF joined it)
-CONFS = {"before": {k: SHORT_JOB_CONF[k] for k in ("spark.driver.extraJavaOptions",)}, "after": SHORT_JOB_CONF}
+CONFS: dict[str, dict[str, str]] = {"before": {}, "after": SHORT_JOB_CONF}
 
 
 def newest_run(results_root: Path) -> Path:

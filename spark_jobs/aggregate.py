@@ -22,8 +22,8 @@ one-file parquet dataset), ``summary.csv``, ``timeseries.csv``, ``sweep.csv`` (s
 and ``omb/<workload>__<driver>__<variant>.json``. docs/aggregation-and-report.md lists every
 column and its unit, and the contract on a cluster.
 
-The job is the package ``spark_jobs/brokerbench_spark`` (schema, reading,
-merge, tables, outputs, cli); this file is its entry point. With
+The job is the package ``spark_jobs/brokerbench_spark`` (schema, store, reading,
+workerfiles, omb, phase_tables, outputs, entry); this file is its entry point. With
 ``spark-submit spark_jobs/aggregate.py`` the package is found beside this
 file; where the script is shipped alone (cluster deploy mode), ship the package
 with ``--py-files`` (``python spark_jobs/brokerbench_spark/pyfiles.py`` builds

@@ -21,20 +21,24 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import pyfiles
-from .merge import RANKED, group_ids, histogram_stats, ranked_percentiles, window_ids
 from .outputs import csv_text, text_table, write_run_outputs, write_text
-from .reading import read_contention, read_provenance, read_worker_files, worker_files, worker_pattern
+from .phase_tables import (
+    RANKED,
+    SUMMARY_SCHEMA,
+    TIMESERIES_COLUMNS,
+    contention_rows,
+    finish_summary,
+    phase_label,
+    phase_rows,
+    provenance_row,
+    sort_key,
+)
+from .reading import raw_member, read_tasks, worker_files, worker_pattern
 from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, NoMeasuredData
-from .store import executor_env, expand_run_dirs, is_s3, local_path, s3_client
-from .tables import omb_series_table, quantiles_table, summary_table, sweep_table, timeseries_table
-
-#: shuffle partitions: the shuffles carry one small row per record or per merged histogram
-#: (the bucket arrays are never shuffled, see merge.py)
-SHUFFLE_PARTITIONS = 4
+from .store import executor_env, expand_run_dirs, is_s3, list_files, local_path, read_text, s3_client
 
 
 def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
@@ -43,26 +47,21 @@ def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.ui.showConsoleProgress", "false")
-        # the SQL tab's plan text: "formatted" (the default) numbers and describes every
-        # operator of the merge's large plan again for each collect, seconds to minutes of driver time
-        .config("spark.sql.ui.explainMode", "simple")
-        # the runs' worker files are listed on the driver (no listing job)
-        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
     )
     for name, value in executor_env().items():
         builder = builder.config(f"spark.executorEnv.{name}", value)
     return builder.getOrCreate()
 
 
-def _by_run(rows: list[dict]) -> dict[int, list[dict]]:
-    """Collected rows split by run, in their order, without the ``run`` key."""
+def _by_run(rows: list[dict], keys: Sequence[str]) -> dict[int, list[dict]]:
+    """Rows split by run, each run's sorted by ``keys`` (nulls first, as Spark sorts), without the ``run`` key."""
     out: dict[int, list[dict]] = defaultdict(list)
-    for r in rows:
+    for r in sorted(rows, key=lambda r: sort_key([r["run"], *[r[k] for k in keys]])):
+        r = dict(r)
         run = r.pop("run")
         out[run].append(r)
-    return out
+    return dict(out)
 
 
 def ship_package(spark: SparkSession) -> None:
@@ -132,46 +131,49 @@ def _find_worker_files(dirs: dict[int, str], client) -> tuple[dict[str, tuple[in
 
 def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dict[int, str], client,
                failures: dict[int, NoMeasuredData]) -> Tables:
-    """Read the files, merge the histograms per interval and per phase, build the tables of the measured runs
-    (a run whose files hold no measured interval is added to ``failures``)."""
-    tables = Tables()
-    raw_scalars, histograms, windows = read_worker_files(spark, files, RANKED)
-    raw_scalars = raw_scalars.cache()
-    metas = [r.asDict() for r in raw_scalars.filter(
-        (F.col("record") == "meta") & F.col("phase").isin("measure", "sweep"))
-        .select("run", "file", "phase", "worker", *COMBO).collect()]
-    # the files with a measured or sweep phase (other files drop out here)
-    measured_files = F.broadcast(spark.createDataFrame(
-        sorted({(m["run"], m["file"]) for m in metas}), "run int, file string"))
-    scalars = raw_scalars.join(measured_files, on=["run", "file"], how="inner")
-    groups, file_groups, group_rows = group_ids(spark, metas)
-    window_of = window_ids(windows, groups).cache()
-    stats = histogram_stats(scalars, ranked_percentiles(histograms, groups), file_groups, window_of).cache()
+    """Every table of every run in one Spark stage and one collect: each task reads its phases' worker files
+    and builds their rows (phase_tables.py); the driver sorts them and finishes the summary with each run's
+    provenance and host metrics (a run whose files hold no measured interval is added to ``failures``)."""
+    tables = Tables(summary_schema=SUMMARY_SCHEMA, timeseries_columns=list(TIMESERIES_COLUMNS))
+    slices = read_tasks(files, spark.sparkContext.defaultParallelism)
+    fields, combo, ranked = list(METRIC_NAMES), list(COMBO), list(RANKED)
+    rows = (spark.sparkContext.parallelize(slices, len(slices))
+            .flatMap(lambda part: phase_rows(part, fields, combo, ranked))
+            .collect()) if slices else []  # no slice: warm-up files alone
+    by_table: dict[str, list[dict]] = defaultdict(list)
+    for table, _, row in rows:
+        by_table[table].append(row)
 
-    ts_df = timeseries_table(scalars, stats, groups)
-    tables.timeseries_columns = [c for c in ts_df.columns if c != "run"]
-    tables.timeseries = _by_run([r.asDict() for r in ts_df.collect()])
+    tables.timeseries = _by_run(by_table["timeseries"], [*COMBO, "interval_index"])
     for run in sorted({run for run, _ in files.values()}):
         if run not in tables.timeseries:
             failures[run] = NoMeasuredData(
                 f"no interval records of phase 'measure' under {dirs[run]}/raw")
+    tables.sweep = _by_run(by_table["sweep"], [*COMBO, "step"])
     measured = {run: dirs[run] for run in sorted(tables.timeseries)}
-
-    if any(g["sweep"] for g in group_rows):
-        tables.sweep = _by_run([r.asDict() for r in sweep_table(scalars, stats, groups).collect()])
-    if measured:
-        summary_df = summary_table(scalars, stats, groups, read_provenance(spark, measured, client),
-                                   read_contention(spark, measured, client)).filter(F.col("run").isin(list(measured)))
-        tables.summary_schema = T.StructType([f for f in summary_df.schema.fields if f.name != "run"])
-        tables.summary = _by_run([r.asDict() for r in summary_df.collect()])
-        qrows = [r.asDict() for r in quantiles_table(stats, groups)
-                 .filter(F.col("run").isin(list(measured))).collect()]
-        for q in qrows:
-            q["metric"] = METRIC_NAMES[q["metric"]]
-        tables.quantiles = _by_run(qrows)
-        tables.omb_series = _by_run([r.asDict() for r in omb_series_table(scalars, stats, groups, window_of)
-                                     .filter(F.col("run").isin(list(measured))).collect()])
+    finished = []
+    for run, run_dir in measured.items():
+        provenance = read_provenance(run_dir, client)
+        contention = contention_rows(read_text(uri, client) for uri, _ in
+                                     list_files(run_dir, "provenance/phases/*.json", client))
+        finished += [finish_summary(part, provenance.get((part["broker"], part["variant"])),
+                                    contention.get(phase_label(part["workload"], part["driver"], part["variant"])))
+                     for part in by_table["summary"] if part["run"] == run]
+    tables.summary = _by_run(finished, COMBO)
+    tables.quantiles = _by_run([q for q in by_table["quantiles"] if q["run"] in measured], [*COMBO, "metric"])
+    tables.omb_series = _by_run([o for o in by_table["omb"] if o["run"] in measured], [*COMBO, "window"])
     return tables
+
+
+def read_provenance(run_dir: str, client=None) -> dict[tuple[str, str], dict]:
+    """(broker, variant) -> the provenance columns, of the run's provenance/<broker>__<variant>.json."""
+    out = {}
+    for uri, _ in list_files(run_dir, "provenance/*__*.json", client):
+        text = read_text(uri, client)
+        if text is not None:
+            broker, variant, columns = provenance_row(uri, text, raw_member(text, ("durability", "settings")))
+            out[(broker, variant)] = columns
+    return out
 
 
 def _write_outputs(spark: SparkSession, dirs: dict[int, str], outs: list[str], tables: Tables,

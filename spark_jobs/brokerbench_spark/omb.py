@@ -5,9 +5,9 @@ every per-interval list at ``10 * n`` seconds: OMB's own driver reports every 10
 of brokerbench report every ``interval_s`` seconds (the plan's ``interval_seconds``), so the
 OMB lists are built from 10 s windows of the measured phase, each the merge of the worker
 intervals it holds (histograms summed bucket by bucket, counters summed; never an average
-of percentiles). :func:`window_map` says which interval belongs to which window; it is the
-one rule the executors (workerfiles.py, the histograms) and Spark (tables.py, the counters
-and the histograms' scalars) both follow, as rows the executors hand on.
+of percentiles). :func:`window_map` says which interval belongs to which window; the
+histograms' merge (workerfiles.py) and the windows' counters and scalars (phase_tables.py)
+both follow it.
 
 Nothing here imports pyspark.
 """

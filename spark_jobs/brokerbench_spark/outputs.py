@@ -16,8 +16,8 @@ from typing import Any, Iterable, Sequence
 
 from pyspark.sql import types as T
 
-from .merge import pct_col
 from .omb import OMB_INTERVAL_S
+from .phase_tables import pct_col
 from .schema import COMBO, METRICS
 
 #: the key under which Spark keeps its schema in a Parquet footer
@@ -59,7 +59,7 @@ def omb_document(row: dict, series: list[dict], quantiles: list[dict], quantile_
 
     A valid io.openmessaging.benchmark.TestResult that OMB's bin/create_charts.py draws as is:
     ``driver`` is :func:`omb_label`; ``series``: the combination's 10 s windows
-    (tables.omb_series_table, omb.py), one entry of every per-interval list each, so entry n
+    (phase_tables._omb_rows, omb.py), one entry of every per-interval list each, so entry n
     is at 10 x n s as the script plots it; no null anywhere (:func:`_number`; the
     ``...Count`` lists say where a 0 means "no sample").
 
@@ -210,7 +210,7 @@ def write_run_outputs(out: str, summary: list[dict], summary_schema: T.StructTyp
                       timeseries: list[dict], timeseries_columns: Sequence[str], quantiles: list[dict],
                       quantile_pcts: Sequence[float], spark_version: str, omb_series: list[dict]) -> str:
     """summary.parquet, summary.csv, timeseries.csv and omb/*.json of one run (rows without
-    ``run``; ``omb_series``: tables.omb_series_table) into the local directory ``out``."""
+    ``run``; ``omb_series``: phase_tables._omb_rows) into the local directory ``out``."""
     out = out.rstrip("/")
     summary_columns = [f.name for f in summary_schema.fields]
     write_parquet_dataset(f"{out}/summary.parquet", summary, summary_schema, spark_version)

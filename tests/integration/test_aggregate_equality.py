@@ -163,8 +163,7 @@ def outputs(tmp_path_factory):
     script_only.mkdir()
     shutil.copy(NEW_JOB, script_only / "aggregate.py")
     # ... and the runs as one --run-dir glob
-    # the new job as the Airflow operator submits it (interpreted, not re-planned: SHORT_JOB_CONF), the reference
-    # with Spark's defaults: the outputs may not depend on how Spark runs the queries
+    # the new job as the Airflow operator submits it (SHORT_JOB_CONF), the reference with Spark's defaults
     new = spark_submit(script_only / "aggregate.py", [new_dirs[0].parent / "*"], py_files=build_zip(base / "py_files"),
                        conf=SHORT_JOB_CONF)
     return {"reference": reference, "new": new, "reference_dirs": reference_dirs, "new_dirs": new_dirs}

@@ -34,7 +34,7 @@ def summary_row(broker: str, variant: str, **changes) -> dict:
 
 
 def window(n: int, e2e_samples: int = 10000) -> dict:
-    """One 10 s window of tables.omb_series_table; a window without end-to-end samples has null
+    """One 10 s window of phase_tables._omb_rows; a window without end-to-end samples has null
     end-to-end latencies, as the merge gives them."""
     s = {"window": n, "window_seconds": 10.0, "intervals": 2, "publish_rate_msg_s": 1000.0,
          "consume_rate_msg_s": 1000.0, "publish_error_rate_msg_s": 0.0, "backlog_msgs": 3}

@@ -42,15 +42,13 @@ def test_a_cluster_master_gets_no_local_python_and_the_connections_spark_conf(mo
     assert "PYSPARK_PYTHON" not in op.env_vars  # the executors use the cluster's Python
     assert "SPARK_LOCAL_IP" not in op.env_vars  # nothing forces loopback
     assert op.env_vars["PYSPARK_DRIVER_PYTHON"] == sys.executable  # the driver runs here
-    # a one-run job: C1 only, no adaptive re-planning, interpreted operators; the connection's own conf kept
+    # a one-run job: the driver on C1; the connection's own conf kept
     assert op.conf == {"spark.driver.host": "10.0.0.9", "spark.pyspark.python": "/usr/bin/python3",
-                       "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-                       "spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
-                       "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+                       "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
     # the connection overrides a default
     conn = json.dumps({"conn_type": "spark", "host": "local[2]",
-                       "extra": {"conf": {"spark.sql.adaptive.enabled": "true"}}})
-    assert _submitted(monkeypatch, conn, None).conf["spark.sql.adaptive.enabled"] == "true"
+                       "extra": {"conf": {"spark.driver.extraJavaOptions": "-Xss4m"}}})
+    assert _submitted(monkeypatch, conn, None).conf["spark.driver.extraJavaOptions"] == "-Xss4m"
     assert not any(k.startswith("AWS_") for k in op.env_vars)  # a local results root needs no credentials
 
 

@@ -18,20 +18,14 @@ from brokerbench.pipeline.analysis import has_measurements, history_uri, is_swee
 from brokerbench.pipeline.context import PROJECT_ROOT
 
 #: Spark conf of the operators' jobs, each a default the connection's ``extra.conf`` or the task's ``conf``
-#: overrides. Each job aggregates or appends one run: a few thousand rows, seconds of work on a cold JVM that
-#: go almost all to planning the queries and compiling them, not to running them. So the driver's JIT is the
-#: client compiler alone (C1 compiles sooner than tiered C2), the queries are not re-planned stage by stage
-#: (adaptive execution), and their operators and expressions are interpreted instead of compiled to Java
-#: (whole-stage code generation off; ``spark.sql.codegen.factoryMode`` is Spark's own switch for expression
-#: code generation, internal but honoured). bench/spark_short_jobs.py measures it, alternating both ways in one
-#: loop (docs/aggregation-and-report.md, "Time to answer"); the outputs are the same byte for byte
-#: (tests/integration/test_aggregate_equality.py runs with this conf). Long jobs over many runs (bench/) are
-#: submitted without it.
+#: overrides. Each job aggregates or appends one run: one Spark stage of Python tasks (the aggregation) or none
+#: (the history append), seconds of work on a cold JVM that go almost all to starting it. So the driver's JIT is
+#: the client compiler alone (C1 compiles sooner than tiered C2). bench/spark_short_jobs.py measures it,
+#: alternating with Spark's defaults in one loop (docs/aggregation-and-report.md, "Time to answer"); the outputs
+#: are the same byte for byte (tests/integration/test_aggregate_equality.py runs with this conf). Long jobs over
+#: many runs (bench/) are submitted without it.
 SHORT_JOB_CONF = {
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 
 #: The Spark connection brokerbench uses. Defined by the project (Makefile,
