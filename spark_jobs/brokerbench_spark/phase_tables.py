@@ -30,7 +30,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from pyspark.sql import types as T
 
-from .omb import OMB_INTERVAL_S  # noqa: F401  (the windows' length: omb.window_map)
 from .schema import (
     ALL_PERCENTILES,
     COMBO,
@@ -295,6 +294,8 @@ class _Phase:
                 hist.add_interval(r["index"], r["step"] if sweep else None, r)
 
     def rows(self, run: int) -> Iterator[tuple[str, int, dict]]:
+        """``(table, run, row)`` of every phase key: a sweep's step rows, a measured phase's summary part,
+        interval, OMB window and quantile rows."""
         for key, metas in self.metas.items():
             hist = self.histograms[key]
             hist.finish(self.windows.get(key, []))
@@ -303,7 +304,6 @@ class _Phase:
                 for row in _sweep_rows(run, combo, metas, self, hist):
                     yield "sweep", run, row
                 continue
-            metas = [(f, m) for f, m in metas]
             # the interval records of the phase, each with its file's meta record (measured_intervals)
             intervals = [(f, m, r) for f, m in metas for r in self.intervals.get(f, [])]
             yield "summary", run, _summary_part(run, combo, metas, intervals, self.ends, hist)
