@@ -26,8 +26,8 @@ from pyspark.sql import types as T
 from . import pyfiles
 from .outputs import csv_text, text_table, write_run_outputs, write_text
 from .phase_tables import (
-    RANKED,
     SUMMARY_SCHEMA,
+    TABLES,
     TIMESERIES_COLUMNS,
     contention_rows,
     finish_summary,
@@ -37,7 +37,7 @@ from .phase_tables import (
     sort_key,
 )
 from .reading import raw_member, read_tasks, worker_files, worker_pattern
-from .schema import ALL_PERCENTILES, COMBO, METRIC_NAMES, NoMeasuredData
+from .schema import ALL_PERCENTILES, COMBO, NoMeasuredData
 from .store import executor_env, expand_run_dirs, is_s3, list_files, local_path, read_text, s3_client
 
 
@@ -136,11 +136,9 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
     provenance and host metrics (a run whose files hold no measured interval is added to ``failures``)."""
     tables = Tables(summary_schema=SUMMARY_SCHEMA, timeseries_columns=list(TIMESERIES_COLUMNS))
     slices = read_tasks(files, spark.sparkContext.defaultParallelism)
-    fields, combo, ranked = list(METRIC_NAMES), list(COMBO), list(RANKED)
-    rows = (spark.sparkContext.parallelize(slices, len(slices))
-            .flatMap(lambda part: phase_rows(part, fields, combo, ranked))
-            .collect()) if slices else []  # no slice: warm-up files alone
-    by_table: dict[str, list[dict]] = defaultdict(list)
+    rows = (spark.sparkContext.parallelize(slices, len(slices)).flatMap(phase_rows).collect()
+            if slices else [])  # no slice: warm-up files alone
+    by_table: dict[str, list[dict]] = {table: [] for table in TABLES}
     for table, _, row in rows:
         by_table[table].append(row)
 

@@ -317,14 +317,14 @@ class _Phase:
                     yield "quantiles", run, {"run": run, **combo, "metric": metric, **st}
 
 
-def phase_rows(work: Iterable[PhaseDir], fields: Sequence[str], combo: Sequence[str],
-               ranked: Sequence[float]) -> Iterator[tuple[str, int, dict]]:
+def phase_rows(work: Iterable[PhaseDir]) -> Iterator[tuple[str, int, dict]]:
     """Executor side: ``(table, run, row)`` for every row of every table (TABLES) of the phase
     directories of ``work``; the summary's rows without what :func:`finish_summary` adds."""
+    combo = COMBO
     for run, files in work:
         phase = _Phase()
         by_file: dict[str, list] = defaultdict(list)
-        for row in read_phase_dirs([(run, files)], fields, combo, ranked):
+        for row in read_phase_dirs([(run, files)], METRIC_NAMES, COMBO, RANKED):
             kind = row[0]
             if kind == "s":
                 by_file[row[2]].append(parse_record(row[3]))

@@ -16,7 +16,6 @@ sys.path.insert(0, str(ROOT / "include"))
 
 from brokerbench.histogram import LogHistogram  # noqa: E402
 from brokerbench_spark.phase_tables import (  # noqa: E402
-    RANKED,
     SUMMARY_COLUMNS,
     SUMMARY_SCHEMA,
     contention_rows,
@@ -26,7 +25,7 @@ from brokerbench_spark.phase_tables import (  # noqa: E402
     phase_rows,
     provenance_row,
 )
-from brokerbench_spark.schema import COMBO, METRIC_NAMES  # noqa: E402
+from brokerbench_spark.schema import METRIC_NAMES  # noqa: E402
 
 S = 1_000_000_000
 
@@ -53,7 +52,7 @@ def write(path: Path, records: list, tail: str = "") -> str:
 
 def tables(run: int, files: list[str]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
-    for table, r, row in phase_rows([(run, files)], METRIC_NAMES, COMBO, RANKED):
+    for table, r, row in phase_rows([(run, files)]):
         assert r == run
         out.setdefault(table, []).append(row)
     return out
