@@ -153,8 +153,9 @@ def test_kafka_fsync_on_syncs_every_batch_and_fsync_off_does_not(local_env):
 # -- injected delay --------------------------------------------------------------------------
 
 def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3, rounds=2):
-    """The worker's figures against the broker directly and through a 50 ms DelayProxy that the broker advertises
-    (of each side, the least disturbed of `rounds` measurements)."""
+    """The worker's figures against the broker directly and through a 50 ms DelayProxy that the broker advertises:
+    of each side, the least disturbed of `rounds` measurements, and under "floor" the lowest latency of all its
+    rounds (load on the host only ever adds latency, so the floor moves by the delay alone)."""
     proxy = DelayProxy(lambda: broker_state(env, broker)["ports"][broker], 0.050)
     try:
         results = {}
@@ -169,7 +170,7 @@ def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3, rounds=2):
             run_job(warmup, str(env.state_dir / f"{name}-warmup.jsonl"), progress=lambda s: None)
             # another process on the host (the other test worker's brokers) only ever adds latency: of
             # `rounds` measurements of each side, the one with the lowest publish p50 is the least disturbed
-            best = None
+            best, floor = None, {}
             for i in range(rounds):
                 job = make_job(broker, ep, library, rate=rate, duration_s=duration_s)
                 prepare_job(job)
@@ -178,21 +179,26 @@ def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3, rounds=2):
                 recs = records(out)
                 got = {f: merged(recs, f) for f in ("publish_latency_us", "e2e_latency_us")}
                 print(f"{broker} {name} round {i}: publish p50 {got['publish_latency_us'].percentile(50) / 1e3:.1f} ms")
+                for f, h in got.items():
+                    floor[f] = h.min if f not in floor else min(floor[f], h.min)
                 if best is None or (got["publish_latency_us"].percentile(50)
                                     < best["publish_latency_us"].percentile(50)):
                     best = got
-            results[name] = best
+            results[name] = {**best, "floor": floor}
         return results
     finally:
         proxy.close()
 
 
-def p50_growth_ms(label: str, r: dict) -> tuple[float, float]:
-    """How much the delay added to publish and end-to-end p50 (ms); printed with the figures themselves."""
-    growth = [(r["delayed"][f].percentile(50) - r["direct"][f].percentile(50)) / 1e3
-              for f in ("publish_latency_us", "e2e_latency_us")]
-    print(f"{label}: +50 ms broker->client: publish p50 +{growth[0]:.1f} ms, end-to-end p50 +{growth[1]:.1f} ms;",
-          {n: {f: f"p50 {h.percentile(50) / 1e3:.1f} ms" for f, h in v.items()} for n, v in r.items()})
+def growth_ms(label: str, r: dict) -> tuple[float, float]:
+    """How much the delay added to the publish and end-to-end latency's floor (ms): every message through the proxy
+    waits the delay, and the floor is the figure the host's other load disturbs least (a p50 of 300 ms instead of
+    3 ms on a busy host moves by tens of ms between two runs). Printed with the p50s."""
+    fields = ("publish_latency_us", "e2e_latency_us")
+    growth = [(r["delayed"]["floor"][f] - r["direct"]["floor"][f]) / 1e3 for f in fields]
+    print(f"{label}: +50 ms broker->client: publish floor +{growth[0]:.1f} ms, end-to-end floor +{growth[1]:.1f} ms;",
+          {n: {f: f"p50 {v[f].percentile(50) / 1e3:.1f} ms, floor {v['floor'][f] / 1e3:.1f} ms" for f in fields}
+           for n, v in r.items()})
     return growth[0], growth[1]
 
 
@@ -205,7 +211,7 @@ def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(loca
                                 "fsync-off", {})
 
     r = delayed_and_direct(local_env, "kafka", deploy)
-    pub, e2e = p50_growth_ms("apache-kafka", r)
+    pub, e2e = growth_ms("apache-kafka", r)
     assert 45 <= pub <= 75, pub  # the acknowledgement comes 50 ms later
     assert 45 <= e2e <= 120, e2e  # the fetch response too (and the next fetch waits for it)
     assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500
@@ -280,7 +286,7 @@ def test_pulsar_latency_grows_by_a_delay_injected_between_broker_and_clients(loc
                                 "fsync-off", {})
 
     r = delayed_and_direct(local_env, "pulsar", deploy)
-    pub, e2e = p50_growth_ms("apache-pulsar", r)
+    pub, e2e = growth_ms("apache-pulsar", r)
     assert 45 <= pub <= 75, pub  # the receipt comes 50 ms later
     assert 45 <= e2e <= 120, e2e  # and so does every pushed message
     assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500
