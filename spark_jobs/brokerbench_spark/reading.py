@@ -45,9 +45,9 @@ def phase_dirs(files: dict[str, tuple[int, int]]) -> list[tuple[tuple[int, list[
 
 
 def read_tasks(files: dict[str, tuple[int, int]], parallelism: int) -> list[list[PhaseDir]]:
-    """The executors' tasks: the phase directories of ``files`` ({URI: (run, bytes)}) packed by bytes. A small
-    input (one run: a few MB) is one task, whose fixed cost (a Python worker, the package's import) is then
-    paid once; a large one TASKS_PER_CORE tasks per core of ``parallelism``."""
+    """The executors' tasks: the phase directories of ``files`` ({URI: (run, bytes)}) packed by bytes, one task
+    per MIN_TASK_BYTES of input (a task's fixed cost, a Python worker and the package's import, is paid once for a
+    small input: one smoke run is one task), at most TASKS_PER_CORE per core of ``parallelism``."""
     work = phase_dirs(files)
     by_size = max(1, -(-sum(size for _, size in work) // MIN_TASK_BYTES))
     return task_slices(work, min(by_size, parallelism * TASKS_PER_CORE))
