@@ -68,11 +68,14 @@ def test_rate_pacing_is_accurate(local_env, tmp_path):
     # the schedule is open loop: exactly rate x duration messages are sent
     assert res["sent"] == 8000
     assert res["acked"] == 8000 and res["received"] == 8000
-    # every full 1-s interval carries its share of the schedule (+-2 %)
-    full = [r for r in intervals if abs((r["end_ns"] - r["start_ns"]) / 1e9 - 1.0) < 0.01][:3]
-    assert len(full) == 3
-    for r in full:
-        assert 1960 <= r["sent"] <= 2040, r["sent"]
+    # the full 1-s intervals together carry the schedule's rate (+-2 %), each one its share within +-25 %: an
+    # interval closes when the recorder's thread wakes, late on a loaded host, and the messages sent meanwhile
+    # count in it rather than in the next (a CI run saw 2,155 and a loaded one 2,186 / 1,815 / 2,198 / 1,801)
+    full = [r for r in intervals if abs((r["end_ns"] - r["start_ns"]) / 1e9 - 1.0) < 0.01]
+    assert len(full) >= 3
+    seconds = sum(r["end_ns"] - r["start_ns"] for r in full) / 1e9
+    assert abs(sum(r["sent"] for r in full) / seconds - 2000) <= 40, [r["sent"] for r in full]
+    assert all(1500 <= r["sent"] <= 2500 for r in full), [r["sent"] for r in full]
     end = recs[-1]
     assert end["kind"] == "latency" and end["status"] == "ok"
     v = end["validity"]
