@@ -54,6 +54,8 @@ TABLES = ("summary", "timeseries", "quantiles", "omb", "sweep")
 
 STATS = ("avg", "min", *[label for label, _ in STANDARD_PERCENTILES], "max")
 #: the latency columns of the time series and the OMB windows (no minimum)
+#: the latency columns of the summary and the sweep steps
+LATENCY = [f"{prefix}_{stat}_{unit}" for prefix, unit, _ in METRICS.values() for stat in STATS]
 SERIES_LATENCY = [f"{prefix}_{stat}_{unit}" for prefix, unit, _ in METRICS.values() for stat in STATS if stat != "min"]
 
 
@@ -114,6 +116,11 @@ def parse_record(text: str) -> dict | None:
         value = json.loads(text)
     except ValueError:
         return None
+    return as_record(value)
+
+
+def as_record(value: Any) -> dict | None:
+    """A parsed line as a record of schema.RECORD_SCALARS (None: no JSON object, a record of nulls)."""
     return _RECORD(value) if isinstance(value, dict) else None
 
 
@@ -324,10 +331,10 @@ def phase_rows(work: Iterable[PhaseDir]) -> Iterator[tuple[str, int, dict]]:
     for run, files in work:
         phase = _Phase()
         by_file: dict[str, list] = defaultdict(list)
-        for row in read_phase_dirs([(run, files)], METRIC_NAMES, COMBO, RANKED):
+        for row in read_phase_dirs([(run, files)], METRIC_NAMES, COMBO, RANKED, as_text=False):
             kind = row[0]
             if kind == "s":
-                by_file[row[2]].append(parse_record(row[3]))
+                by_file[row[2]].append(as_record(row[3]))
             elif kind == "h":
                 _, _, sweep, *rest = row
                 key, (level, index, s, metric, count, r) = (sweep, *rest[:len(combo)]), rest[len(combo):]
@@ -413,7 +420,7 @@ def _summary_part(run: int, combo: dict, metas, intervals, ends, hist: Histogram
     return row
 
 
-_WIDE_SUMMARY = [f"{prefix}_{stat}_{unit}" for prefix, unit, _ in METRICS.values() for stat in STATS] + \
+_WIDE_SUMMARY = LATENCY + \
     [f"{prefix}_{suffix}" for prefix, _, _ in METRICS.values() for suffix in ("count", "overflow_count", "negative_count")]
 
 
@@ -586,7 +593,7 @@ def _sweep_rows(run: int, combo: dict, metas, phase: _Phase, hist: Histograms) -
             "intervals": _distinct(r["index"] for r in records),
             "messages_sent": sums["sent"], "messages_acked": sums["acked"],
             "messages_received": sums["received"], "send_errors": sums["send_errors"],
-            **_latency(wide, [f"{prefix}_{stat}_{unit}" for prefix, unit, _ in METRICS.values() for stat in STATS]),
+            **_latency(wide, LATENCY),
             "stable": None if stable is None else bool(stable),
             "reasons": reasons or None,
         })
@@ -671,7 +678,7 @@ SUMMARY_COLUMNS = [
     "target_rate_msg_s", "publish_rate_msg_s", "send_rate_msg_s", "consume_rate_msg_s", "publish_error_rate_msg_s",
     "measured_seconds", "interval_s", "workers", "intervals",
     "messages_sent", "messages_acked", "messages_received", "send_errors", "backlog_end_msgs",
-    *[f"{prefix}_{stat}_{unit}" for prefix, unit, _ in METRICS.values() for stat in STATS],
+    *LATENCY,
     *[f"{prefix}_count" for prefix, _, _ in METRICS.values()],
     "e2e_negative_count", "latency_overflow_count",
     "client_cpu_max_percent", "client_bound", "validity_reasons", "kind", "host_foreign_cpu_mean_percent",

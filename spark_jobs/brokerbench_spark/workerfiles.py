@@ -249,10 +249,12 @@ def _without_buckets(record: dict, fields: Sequence[str]) -> dict:
 
 
 def read_phase_dirs(work: Iterable[PhaseDir], fields: Sequence[str], combo: Sequence[str],
-                    ranked: Sequence[float]) -> Iterator[tuple]:
+                    ranked: Sequence[float], as_text: bool = True) -> Iterator[tuple]:
     """Executor side: the rows of the module's docstring for every phase directory of ``work``.
     ``fields``: the histogram field of each metric number (schema.METRIC_NAMES); ``combo``:
-    the meta fields that key a phase (schema.COMBO)."""
+    the meta fields that key a phase (schema.COMBO). ``as_text=False``: an ``"s"`` row holds the
+    parsed record without its bucket arrays (None for a line that is no JSON object) instead of its
+    JSON text, for a caller in the same process (phase_tables.py)."""
     client = None
     for run, files in work:
         merges: dict[tuple, PhaseMerge] = {}
@@ -281,6 +283,9 @@ def read_phase_dirs(work: Iterable[PhaseDir], fields: Sequence[str], combo: Sequ
                     if r is not None:
                         merge.add_record(r)
             for line, r in zip(lines, records):
+                if not as_text:
+                    yield "s", run, uri, None if r is None else _without_buckets(r, fields)
+                    continue
                 text = line.decode("utf-8", errors="replace") if r is None else json.dumps(_without_buckets(r, fields))
                 yield "s", run, uri, text
         for key, merge in merges.items():
