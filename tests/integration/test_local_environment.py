@@ -186,6 +186,14 @@ def test_rabbitmq_single_node_round_trip(local_env):
 
     local_env.undeploy("rabbitmq")
     assert_nothing_left(local_env, "rabbitmq", state["ports"])
+    assert_stopped_gracefully(state)
+
+
+def assert_stopped_gracefully(state: dict) -> None:
+    """Every node's own log shows the graceful shutdown that SIGTERM starts (not a kill)."""
+    for node in state["nodes"]:
+        text = "".join(f.read_text(errors="replace") for f in Path(node["dir"], "log").glob("*.log"))
+        assert "SIGTERM received - shutting down" in text, (node["name"], text[-500:])
 
 
 @pytest.mark.slow
@@ -215,6 +223,7 @@ def test_rabbitmq_three_node_cluster_quorum_queue(local_env):
 
     local_env.undeploy("rabbitmq")
     assert_nothing_left(local_env, "rabbitmq", state["ports"])
+    assert_stopped_gracefully(state)
 
 
 # -- failures: crashed task, dead broker ------------------------------------------------------------

@@ -22,6 +22,9 @@ log = logging.getLogger("brokerbench")
 
 RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 
+#: how long a node may take to stop after SIGTERM before it is killed (s)
+NODE_STOP_GRACE_S = 30.0
+
 
 class RabbitMQBroker(LocalBroker):
     """Debian's rabbitmq-server: 1 node, or an N-node cluster (``nodes: N``) on this host.
@@ -162,10 +165,14 @@ class RabbitMQBroker(LocalBroker):
                               amqp_uris=list(state["amqp_uris"]), nodes=len(state["nodes"]))
 
     def _graceful_stop(self, state: dict[str, Any]) -> None:
-        for node in reversed(state.get("nodes", [])):
-            self.ctl(state, node, "stop", timeout=60)
-        procs = [p for p in (same_process(e) for e in state.get("processes", [])) if p]
-        terminate(procs, signal.SIGTERM, 10.0)
+        # SIGTERM to each node's rabbitmq-server script, last node first: the script passes it to the Erlang VM,
+        # which stops the node gracefully (its log: "SIGTERM received - shutting down"), as `rabbitmqctl stop`
+        # would after starting an Erlang command line of its own; the VM's helpers exit with it
+        nodes = {f"node{i + 1}" for i in range(len(state.get("nodes", [])))}
+        for entry in reversed([e for e in state.get("processes", []) if e.get("role") in nodes]):
+            proc = same_process(entry)
+            if proc:
+                terminate([proc], signal.SIGTERM, NODE_STOP_GRACE_S)
         # epmd detaches itself; ask it to exit (the marker scan in stop() catches it otherwise).
         if state.get("epmd_port"):
             self.run_tool(["epmd", "-kill"], env=self._node_env(state, None), timeout=10)

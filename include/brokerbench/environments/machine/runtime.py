@@ -179,7 +179,7 @@ class Machine:
     def teardown(self) -> dict[str, Any]:
         """Stop everything this run started; idempotent, works from a fresh object.
 
-        1. each broker's graceful stop (rabbitmqctl stop, epmd -kill, SIGINT...);
+        1. each broker's graceful stop (SIGTERM to each RabbitMQ node, epmd -kill, SIGINT...);
         2. :func:`stop_all`: every pid ever recorded and every process carrying
            this state dir's marker;
         3. a last scan for processes whose command line names the state dir.
