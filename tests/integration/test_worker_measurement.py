@@ -173,8 +173,11 @@ def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path):
             out = tmp_path / f"{name}.jsonl"
             run_job(job, str(out), progress=lambda s: None)
             results[name] = merged(records(out), "e2e_latency_us")
-        grow_ms = (results["delayed"].percentile(50) - results["direct"].percentile(50)) / 1000
-        # the consumer's deliveries arrive 50 ms later; nothing else changes
+        # the consumer's deliveries arrive 50 ms later; nothing else changes. Compared by the floor (the lowest
+        # latency of each side): load on the host only adds latency and moves a p50 by tens of ms between runs
+        grow_ms = (results["delayed"].min - results["direct"].min) / 1000
+        print(f"rabbitmq: +50 ms broker->client: end-to-end floor +{grow_ms:.1f} ms;",
+              {n: f"p50 {h.percentile(50) / 1e3:.1f} ms, floor {h.min / 1e3:.1f} ms" for n, h in results.items()})
         assert 45 <= grow_ms <= 65, grow_ms
         assert results["delayed"].count == results["direct"].count == 1500
     finally:
