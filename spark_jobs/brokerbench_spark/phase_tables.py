@@ -53,9 +53,9 @@ LOAD_SHARE = 0.01
 TABLES = ("summary", "timeseries", "quantiles", "omb", "sweep")
 
 STATS = ("avg", "min", *[label for label, _ in STANDARD_PERCENTILES], "max")
-#: the latency columns of the time series and the OMB windows (no minimum)
 #: the latency columns of the summary and the sweep steps
 LATENCY = [f"{prefix}_{stat}_{unit}" for prefix, unit, _ in METRICS.values() for stat in STATS]
+#: the latency columns of the time series and the OMB windows (no minimum)
 SERIES_LATENCY = [f"{prefix}_{stat}_{unit}" for prefix, unit, _ in METRICS.values() for stat in STATS if stat != "min"]
 
 

@@ -167,9 +167,9 @@ class RabbitMQBroker(LocalBroker):
     def _graceful_stop(self, state: dict[str, Any]) -> None:
         # SIGTERM to each node's rabbitmq-server script, last node first: the script passes it to the Erlang VM,
         # which stops the node gracefully (its log: "SIGTERM received - shutting down"), as `rabbitmqctl stop`
-        # would after starting an Erlang command line of its own; the VM's helpers exit with it
-        nodes = {f"node{i + 1}" for i in range(len(state.get("nodes", [])))}
-        for entry in reversed([e for e in state.get("processes", []) if e.get("role") in nodes]):
+        # would after starting an Erlang command line of its own; the VM's helpers exit with it. The nodes' scripts
+        # are the first processes recorded, one per node (_launch; _wait_ready reads them so too)
+        for entry in reversed(state.get("processes", [])[:len(state.get("nodes", []))]):
             proc = same_process(entry)
             if proc:
                 terminate([proc], signal.SIGTERM, NODE_STOP_GRACE_S)
