@@ -151,3 +151,80 @@ def aws_settings(moto_server, sshd, tmp_path: Path, **extra) -> dict:
     }
     settings.update(extra)
     return settings
+
+
+#: the loopback fleet's host addresses: one sshd each, every broker binding its usual ports there
+FLEET_ADDRESSES = [f"127.0.1.{i}" for i in range(1, 9)]
+
+
+def _port_free_everywhere(addresses: list[str]) -> int:
+    for _ in range(50):
+        port = free_port()
+        try:
+            for a in addresses:
+                with socket.socket() as s:
+                    s.bind((a, port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError(f"no port free on all of {addresses}")
+
+
+@pytest.fixture(scope="session")
+def loopback_fleet(sshd):
+    """Hosts that behave like a fleet: an OpenSSH server of its own on each of :data:`FLEET_ADDRESSES`
+    (own host key, listening on its address only), reached with the ``brokerbench_ssh`` connection's key.
+    A test maps the instances moto returns onto them with the setting ``host_addresses``."""
+    base = sshd["dir"] / "fleet"
+    base.mkdir()
+    port = _port_free_everywhere(FLEET_ADDRESSES)
+    procs = []
+    for i, address in enumerate(FLEET_ADDRESSES):
+        d = base / address
+        d.mkdir()
+        host_key = d / "host_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
+        config = d / "sshd_config"
+        config.write_text("\n".join([
+            f"Port {port}", f"ListenAddress {address}", f"HostKey {host_key}",
+            f"AuthorizedKeysFile {sshd['dir'] / 'authorized_keys'}", f"PidFile {d / 'sshd.pid'}",
+            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
+            "StrictModes no", "UsePAM no", "PrintMotd no", "Subsystem sftp internal-sftp", "MaxSessions 50",
+            "MaxStartups 50:30:100", "LogLevel ERROR", ""]))
+        log = open(d / "sshd.log", "w")
+        procs.append((subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT),
+                      log))
+    for address in FLEET_ADDRESSES:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with socket.create_connection((address, port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"sshd on {address}:{port} did not start: "
+                                       f"{(base / address / 'sshd.log').read_text()}")
+                time.sleep(0.1)
+    yield {"addresses": FLEET_ADDRESSES, "port": port, "dir": base}
+    for proc, log in procs:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def fleet_settings(moto_server, loopback_fleet, tmp_path: Path, counts: dict[str, int], **extra) -> dict:
+    """Settings of an aws run on the loopback fleet: moto's instances, each role's hosts mapped in order onto
+    the fleet's addresses (brokers first, then metadata, then clients), broker clusters installed by the
+    scripts from artifacts the controller resolves and ships (deploy_mode install), heaps sized for 2 cores."""
+    addresses = iter(loopback_fleet["addresses"])
+    mapping = {role: [next(addresses) for _ in range(counts.get(role, 0))] for role in ("broker", "metadata", "client")}
+    settings = aws_settings(moto_server, {"port": loopback_fleet["port"]}, tmp_path, ssh_host_override=None,
+                            counts=counts, host_addresses=mapping, deploy_mode="install",
+                            data_dir=str(tmp_path / "data"),
+                            heaps_mb={"kafka": 512, "pulsar-broker": 512, "bookie": 384, "zookeeper": 128},
+                            start_timeout_s=240)
+    settings.update(extra)
+    return settings

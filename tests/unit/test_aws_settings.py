@@ -77,10 +77,15 @@ def test_metadata_hosts_are_required_where_the_brokers_need_them():
                    merged=False)
 
 
-def test_broker_versions_must_be_supported_when_installed():
-    e = refused({"broker_versions": {"kafka": "9.9.9"}})
+def test_broker_versions_must_be_release_numbers_when_installed():
+    e = refused({"broker_versions": {"kafka": "latest; rm -rf /"}})
     assert e.field == "params.broker_versions.kafka"
-    assert "kafka version '9.9.9' is not supported" in str(e) and "3.9.1" in str(e)
+    assert "kafka version 'latest; rm -rf /' is not a release number" in str(e)
+    e = refused({"broker_versions": {"rabbitmq": "newest"}}, brokers=("rabbitmq",))
+    assert e.field == "params.broker_versions.rabbitmq" and "'package'" in str(e)
+    # any release is deployable (Maven Central is asked at deploy time), RabbitMQ may be the hosts' package
+    check_settings({**BASE, "broker_versions": {"kafka": "3.7.2", "rabbitmq": "package"}}, ["kafka", "rabbitmq"],
+                   merged=False)
     # the local deploy mode runs the local environment's brokers: any version string
     check_settings({**BASE, "broker_versions": {"kafka": "9.9.9"}, "deploy_mode": "local"}, ["kafka"],
                    merged=False)

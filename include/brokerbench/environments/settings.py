@@ -67,8 +67,9 @@ class AwsSettings(BaseModel):
                                    description='instances per role; {"broker": 3, "metadata": 3, "client": 2} '
                                                "by default")
     broker_versions: dict[str, str] = Field(
-        default_factory=lambda: {"kafka": "3.9.1", "pulsar": "3.3.7", "rabbitmq": "3.13.7"},
-        description="the version of each broker (deploy_mode install)")
+        default_factory=lambda: {"kafka": "4.1.1", "pulsar": "4.0.7", "rabbitmq": "package"},
+        description="the version of each broker (deploy_mode install): any Kafka or Pulsar release on Maven "
+                    "Central; RabbitMQ: the hosts' package version, or 'package'")
     kafka_mode: Literal["kraft", "zookeeper"] | None = Field(None, description="None: by version (ZooKeeper before "
                                                                                 "3.3)")
     tuning_profile: str = Field("default", description="named broker tunings (include/infra/aws/profiles.yaml)")
@@ -79,6 +80,21 @@ class AwsSettings(BaseModel):
                                                   description="hourly prices of instance types not in the table")
     deploy_mode: Literal["install", "local"] = Field("install", description="install the broker version, or run "
                                                                             "the local environment's brokers")
+    artifact_source: Literal["controller", "apache-archive"] = Field(
+        "controller", description="Kafka and Pulsar jars: controller, resolved from Maven Central by the controller "
+                                  "and shipped to the hosts over SSH (no egress needed); apache-archive, each host "
+                                  "downloads Apache's tarball")
+    rabbitmq_source: Literal["package", "tarball"] = Field(
+        "package", description="RabbitMQ from the hosts' package manager (version 'package': whatever it has) or "
+                               "the generic-unix release tarball (needs egress)")
+    data_dir: str = Field("/data", description="the brokers' data: <data_dir>/<host name>/<broker> on each host "
+                                               "(host setup mounts the instance-store disks here)")
+    heaps_mb: dict[str, int] = Field(default_factory=dict, description="JVM heaps on the hosts, MB, by process: "
+                                                                       "kafka, pulsar-broker, bookie, zookeeper")
+    host_addresses: dict[str, list[str]] = Field(
+        default_factory=dict, description="per role, the addresses its hosts (in name order) are reached and "
+                                          "listen at, in place of the instances' own (a static network "
+                                          "mapping: NAT, tunnels, the loopback test fleet)")
     remote_dir: str = Field("/opt/brokerbench", description="brokerbench's directory on the hosts")
     remote_python: str | None = Field(None, description="None: <remote_dir>/venv/bin/python, installed by host "
                                                         "setup")
@@ -92,7 +108,7 @@ class AwsSettings(BaseModel):
                                                             "instance address")
     ssh_port: int | None = None
     host_changes: bool | None = Field(None, description="format disks, chrony, tuned, drop caches; None: not with "
-                                                        "an override")
+                                                        "an override or host_addresses")
     tuned_profile: str = "latency-performance"
     time_sync_wait_s: float = 120
     disk_baseline_mb: int = 1024

@@ -46,7 +46,7 @@ from .. import hostmetrics, hostsetup
 from ..base import BrokerEndpoint, Environment, EnvironmentFailure
 from ..processes import state_dir_for
 from . import fleet as aws_fleet
-from .brokers import deploy_installed, health_installed, undeploy_installed
+from .brokers import deploy_installed, health_installed, kill_node, undeploy_installed
 from .settings_check import check_settings, merge_settings, needs_metadata
 from .ssh import SshHost
 from .templates import render
@@ -66,7 +66,10 @@ class AwsEnvironment(Environment):
         self.state_dir = state_dir_for(run_key, merged)
         s = self.settings
         self.override = s.get("ssh_host_override")
-        self.host_changes = bool(s["host_changes"]) if s.get("host_changes") is not None else not self.override
+        # machines that are not this run's fresh instances (an override, mapped addresses) are not changed
+        # unless host_changes says so
+        self.host_changes = (bool(s["host_changes"]) if s.get("host_changes") is not None
+                             else not (self.override or s.get("host_addresses")))
         self.remote_dir = s["remote_dir"].rstrip("/")
         self.remote_python = s.get("remote_python") or f"{self.remote_dir}/venv/bin/python"
         if s["worker_install"] not in ("auto", "never"):
@@ -162,8 +165,7 @@ class AwsEnvironment(Environment):
                                                lifetime_min)
         running = fleet.wait_running([i["InstanceId"] for i in instances])
         hosts = sorted((aws_fleet.host_record(i) for i in running), key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))
-        for h in hosts:
-            h["address"] = h["public_ip"] if s["address"] == "public" else h["private_ip"]
+        self._address_hosts(hosts)
         record = {"environment": self.name, "run_key": self.run_key, "state_dir": str(self.state_dir),
                   "security_group": sg, "hosts": hosts, "cost": cost, "broker_versions":
                   {b: self.version(b) for b in self.brokers()}, "deploy_mode": s["deploy_mode"],
@@ -231,9 +233,22 @@ class AwsEnvironment(Environment):
             raise EnvironmentFailure(f"no running instance tagged {aws_fleet.RUN_TAG}={self.run_key}: "
                                     "provision has not run (or teardown already did)")
         hosts = [aws_fleet.host_record(i) for i in running]
-        for h in hosts:
-            h["address"] = h["public_ip"] if self.settings["address"] == "public" else h["private_ip"]
+        self._address_hosts(hosts)
         return {"environment": self.name, "hosts": sorted(hosts, key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))}
+
+    def _address_hosts(self, hosts: list[dict[str, Any]]) -> None:
+        """Each host's address: the instance's private or public one, or the ``host_addresses`` mapping's
+        (per role, in name order), which SSH, the brokers' listeners and the clients all use."""
+        mapping = self.settings.get("host_addresses") or {}
+        for role in ("broker", "metadata", "client"):
+            group = sorted((h for h in hosts if h["role"] == role), key=lambda h: h["name"])
+            given = mapping.get(role)
+            if given is not None and len(given) < len(group):
+                raise EnvironmentFailure(f"setting host_addresses.{role}: {len(given)} address(es) for "
+                                         f"{len(group)} {role} host(s)")
+            for i, h in enumerate(group):
+                h["address"] = (given[i] if given is not None else
+                                h["public_ip"] if self.settings["address"] == "public" else h["private_ip"])
 
     def hosts(self, role: str | None = None) -> list[SshHost]:
         if self._hosts is None:
@@ -404,6 +419,12 @@ class AwsEnvironment(Environment):
             return ep
         return deploy_installed(self, broker, broker_settings, variant, driver_overrides)
 
+    def kill_broker_node(self, broker: str, index: int) -> dict[str, Any]:
+        """SIGKILL every process of ``broker`` on the ``index``-th broker host (fault tests; deploy_mode install)."""
+        if self.settings["deploy_mode"] != "install":
+            raise EnvironmentFailure("killing one node of a cluster needs deploy_mode install")
+        return kill_node(self, broker, index)
+
     def _local_settings(self) -> dict[str, Any]:
         # the version string means what it means on the local environment: the agent resolves it from Maven
         # Central on the host (or runs the tarball a *_home setting names)
@@ -546,9 +567,9 @@ class AwsEnvironment(Environment):
         """Terminate every instance tagged with the run (found by tag, not by ids
         handed over), wait until terminated, delete the security group."""
         record: dict[str, Any] = {"environment": self.name, "run_key": self.run_key, "errors": []}
-        if self.override:
-            # the "instances" are a stand-in sshd: stop what the agent started there
-            # (real instances take their processes with them when terminated)
+        if self.override or self.settings.get("host_addresses"):
+            # hosts that outlive the instances (a stand-in sshd, mapped addresses): stop what brokerbench
+            # started there (real instances take their processes with them when terminated)
             record["host_processes"] = self._stop_host_processes(record)
         try:
             result = self.fleet_api().terminate_run()
@@ -573,11 +594,29 @@ class AwsEnvironment(Environment):
         for host in hosts:
             try:
                 res = self.agent(host, "teardown", None, timeout=120)
-                out.append({"host": host.name, "stopped": len(res.get("stopped", [])),
-                            "remaining": res.get("remaining", [])})
+                rec = {"host": host.name, "stopped": len(res.get("stopped", [])),
+                       "remaining": res.get("remaining", [])}
             except Exception as e:  # noqa: BLE001
                 record["errors"].append(f"{host.name}: {e}")
+                rec = {"host": host.name}
+            # the processes the broker scripts started (deploy_mode install): one pid file each
+            rec["script_processes"] = self._stop_script_processes(host, record)
+            out.append(rec)
         return out
+
+    def _stop_script_processes(self, host: SshHost, record: dict[str, Any]) -> list[str]:
+        """SIGTERM each process group in ``<host dir>/pids``, SIGKILL what is left after 30 s; the names stopped."""
+        pids = shlex.quote(f"{self.host_dir(host)}/pids")
+        res = host.sudo(
+            f"[ -d {pids} ] || exit 0; cd {pids}; for f in *.pid; do [ -f \"$f\" ] || continue; "
+            f"kill -TERM -- \"-$(cat \"$f\")\" 2>/dev/null && echo \"${{f%.pid}}\"; done; "
+            f"for i in $(seq 300); do alive=0; for f in *.pid; do [ -f \"$f\" ] && kill -0 -- \"-$(cat \"$f\")\" "
+            f"2>/dev/null && alive=1; done; [ $alive = 0 ] && break; sleep 0.1; done; "
+            f"for f in *.pid; do [ -f \"$f\" ] && kill -KILL -- \"-$(cat \"$f\")\" 2>/dev/null; rm -f \"$f\"; done; true",
+            timeout=120)
+        if not res.ok:
+            record["errors"].append(f"{host.name}: stopping the scripts' processes: {res.stderr.strip()[-300:]}")
+        return res.stdout.split()
 
 
 ROLE_ORDER = {"broker": 0, "metadata": 1, "client": 2, None: 3}

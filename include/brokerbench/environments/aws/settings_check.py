@@ -18,7 +18,7 @@ from ...spec.errors import SpecError
 from ..base import EnvironmentFailure
 from ..settings import AwsSettings, defaults
 from . import fleet as aws_fleet
-from .brokers import VERSIONS, kafka_mode
+from .brokers import IMPLEMENTATIONS, kafka_mode
 from .templates import profiles
 
 #: the environment's defaults: AwsSettings' (docs/aws.md)
@@ -105,8 +105,8 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
         raise AwsSettingsError(message, field(key, sub))
 
     for b in brokers:
-        if b not in VERSIONS:
-            raise AwsSettingsError(f"unknown broker {b!r}; the aws environment runs {', '.join(VERSIONS)}",
+        if b not in IMPLEMENTATIONS:
+            raise AwsSettingsError(f"unknown broker {b!r}; the aws environment runs {', '.join(IMPLEMENTATIONS)}",
                                    "brokers")
     _check_types(s, refuse)
     _check_network(s, refuse)
@@ -152,6 +152,7 @@ def client_count(s: dict[str, Any], refuse: Refuse | None = None) -> int:
 
 #: the settings whose type or choice AwsSettings states (the rules below add ranges and cross-field checks)
 TYPED = ("deploy_mode", "address", "worker_install", "kafka_mode", "worker_pip_args", "broker_versions",
+         "artifact_source", "rabbitmq_source", "heaps_mb", "host_addresses",
          "instance_types", "prices_usd_per_hour", "cost_cap_usd", "max_lifetime_hours")
 
 
@@ -182,13 +183,21 @@ def _check_network(s: dict[str, Any], refuse: Refuse) -> None:
 
 
 def _check_versions(s: dict[str, Any], brokers: list[str], refuse: Refuse) -> dict[str, Any]:
-    """Installed brokers: a version the install scripts know, and Kafka's metadata mode for it."""
+    """Installed brokers: a version that can be resolved (Kafka, Pulsar: any release on Maven Central, or in
+    the Apache archive; RabbitMQ: the hosts' package, checked on the host, or a release tarball), and Kafka's
+    metadata mode for it. Whether Maven Central has the version is asked at deploy, by the controller."""
+    from ..machine.distributions import VERSION_RE
+
     versions = s.get("broker_versions") or {}
     for b in brokers:
         v = str(versions.get(b) or "")
-        if s["deploy_mode"] == "install" and v not in VERSIONS[b]:
-            refuse("broker_versions", f"{b} version {v!r} is not supported with deploy_mode install; "
-                                      f"supported: {', '.join(VERSIONS[b])}", b)
+        if s["deploy_mode"] != "install":
+            continue
+        if b == "rabbitmq" and v == "package" and s.get("rabbitmq_source", "package") == "package":
+            continue
+        if not VERSION_RE.match(v):
+            hint = " (or 'package': whatever the hosts' package manager installs)" if b == "rabbitmq" else ""
+            refuse("broker_versions", f"{b} version {v!r} is not a release number such as 4.1.1{hint}", b)
     if "kafka" in brokers and s["deploy_mode"] == "install":
         try:
             kafka_mode(str(versions["kafka"]), s.get("kafka_mode"))
