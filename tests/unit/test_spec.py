@@ -56,7 +56,7 @@ def test_lists_name_the_shipped_files():
             "throughput-1-topic-100-partitions-1kb-max", "catchup-1-topic-100-partitions-1kb-200k",
             "ingest-1-topic-1-partition-220b-max"} <= set(list_workloads())
     assert list_drivers() == ["kafka-latency", "kafka-replicated", "kafka-throughput",
-                              "pulsar-default", "pulsar-replicated", "rabbitmq-default"]
+                              "pulsar-default", "pulsar-replicated", "rabbitmq-default", "rabbitmq-quorum"]
     assert list_variants() == ["as-configured", "fsync-off", "fsync-on"]
     assert {"smoke", "nightly-latency"} <= set(list_suites())
     assert list_workloads() == sorted(list_workloads())
