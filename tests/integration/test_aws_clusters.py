@@ -99,6 +99,23 @@ def _victim(env, broker: str, endpoint: dict, topic: str) -> int:
     return 0
 
 
+def _pulsar_backlog(http_url: str, topic: str, subscription: str, at_least: int, timeout_s: float = 180) -> int:
+    """The subscription's backlog (messages kept for it, not acknowledged by its consumer), asked until the topic
+    has loaded on a serving broker and holds at least ``at_least``."""
+    deadline, backlog = time.monotonic() + timeout_s, -1
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{http_url}/admin/v2/persistent/public/default/{topic}/stats",
+                                        timeout=30) as r:
+                backlog = int(json.loads(r.read())["subscriptions"][subscription]["msgBacklog"])
+            if backlog >= at_least:
+                return backlog
+        except Exception as e:  # noqa: BLE001 - the topic is still loading
+            log.info("pulsar stats of %s: %s", topic, e)
+        time.sleep(3)
+    return backlog
+
+
 def _intervals_written(env, topic: str) -> int:
     host = env.hosts("client")[0]
     res = host.run(f"cat {env.host_dir(host)}/results/*{topic}*.jsonl 2>/dev/null | grep -c '\"interval\"'")
@@ -156,9 +173,23 @@ def test_a_3_node_cluster_loses_no_acknowledged_message_when_a_node_is_killed(fl
               f"send_errors={totals['send_errors']} unavailable_s={window['unavailable_s']} "
               f"recovered_after_s={window['recovered_after_s']}", flush=True)
         assert totals["acked"] >= RATE_MSG_S * KILL_AFTER_INTERVALS * 0.5, totals
-        # every acknowledged message was received (counted over the phase; the drain waits for the consumers)
-        assert totals["received"] >= totals["acked"], totals
-        assert not any("did not catch up" in r for r in (end.get("validity") or {}).get("invalid_reasons", [])), end
+        if broker == "pulsar":
+            # Pulsar as the seeds ran it - 3 bookies, ensemble 3 - cannot open a ledger with one bookie gone: the
+            # topic takes no writes and does not load on another broker until the node is back. So the messages
+            # acknowledged but not yet received are counted once the node is back, in the subscription's backlog
+            assert window["ended_unavailable"], window
+            env.start_broker_node(broker, victim)
+            missing = totals["acked"] - totals["received"]
+            backlog = _pulsar_backlog(ep.http_url, topic, "sub-0", at_least=missing)
+            print(f"NODE-KILL pulsar: {missing} acknowledged messages not received in the phase; backlog of sub-0 "
+                  f"once the node is back: {backlog}", flush=True)
+            assert backlog >= missing, (backlog, totals)
+        else:
+            # every acknowledged message was received (counted over the phase; the drain waits for the consumers)
+            assert totals["received"] >= totals["acked"], totals
+            assert window["ended_unavailable"] is False, window
+            assert not any("did not catch up" in r for r in (end.get("validity") or {}).get("invalid_reasons", [])), \
+                end
     finally:
         env.undeploy(broker)
     # the nodes are gone: nothing of this broker answers

@@ -396,6 +396,14 @@ def kill_node(env, broker: str, index: int) -> dict[str, Any]:
     return {"host": host.name, "at": time.time(), "output": out.strip()}
 
 
+def start_node(env, broker: str, index: int) -> dict[str, Any]:
+    """Start the ``index``-th broker node again (after :func:`kill_node`) and wait until it serves."""
+    host = env.hosts("broker")[index]
+    _step(env, host.name, SCRIPTS[broker], "start", timeout=300)
+    _wait(env, broker, [host.name], SCRIPTS[broker], float(env.settings.get("start_timeout_s") or 300))
+    return {"host": host.name, "at": time.time()}
+
+
 def undeploy_installed(env, broker: str) -> None:
     """Stop every node (SIGTERM, then SIGKILL after a grace), then ZooKeeper where the broker had one."""
     def stop(host, script: str) -> None:

@@ -46,7 +46,7 @@ from .. import hostmetrics, hostsetup
 from ..base import BrokerEndpoint, Environment, EnvironmentFailure
 from ..processes import state_dir_for
 from . import fleet as aws_fleet
-from .brokers import deploy_installed, health_installed, kill_node, undeploy_installed
+from .brokers import deploy_installed, health_installed, kill_node, start_node, undeploy_installed
 from .settings_check import check_settings, merge_settings, needs_metadata
 from .ssh import SshHost
 from .templates import render
@@ -424,6 +424,10 @@ class AwsEnvironment(Environment):
         if self.settings["deploy_mode"] != "install":
             raise EnvironmentFailure("killing one node of a cluster needs deploy_mode install")
         return kill_node(self, broker, index)
+
+    def start_broker_node(self, broker: str, index: int) -> dict[str, Any]:
+        """Start the ``index``-th broker node of ``broker`` again after :meth:`kill_broker_node`."""
+        return start_node(self, broker, index)
 
     def _local_settings(self) -> dict[str, Any]:
         # the version string means what it means on the local environment: the agent resolves it from Maven
