@@ -40,12 +40,17 @@ DIRECTORY_MARKERS = {"integration": "integration", "e2e": "e2e", "deploy": "depl
 #: - then every other module as a group of its own (its module-scoped brokers and Spark jobs start once).
 #: The first two take most of the time, so they start first, one per worker; the modules fill in after.
 SERIAL_GROUPS = {"e2e": "airflow-db", "faults": "airflow-db", "deploy": "deployment"}
+#: modules that join a directory's group: the loopback fleet's clusters bind the same 127.0.1.x addresses and
+#: ports as the e2e cluster DAG, so they run on its worker, one after the other
+SERIAL_MODULES = {"tests/integration/test_aws_clusters.py": "airflow-db"}
 GROUP_ORDER = ("airflow-db", "deployment")
 
 
 def group_of(nodeid: str) -> str:
     """The group of a test (``tests/<dir>/<module>.py::<name>``): its directory's, else its module."""
     module = nodeid.split("::", 1)[0]
+    if module in SERIAL_MODULES:
+        return SERIAL_MODULES[module]
     parts = module.split("/")
     return SERIAL_GROUPS.get(parts[1], module) if len(parts) > 2 and parts[0] == "tests" else module
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from aws_fixtures import (fleet_settings, instances_in_state, loopback_fleet, moto_server,  # noqa: F401,E402
-                          sshd)
+from aws_fixtures import fleet_settings, instances_in_state, loopback_fleet, moto_server, sshd  # noqa: F401,E402
 
 RUN = "brokerbench_test/manual__clusters"
 COUNTS = {"broker": 3, "metadata": 1, "client": 1}
@@ -195,3 +194,42 @@ def test_a_3_node_cluster_loses_no_acknowledged_message_when_a_node_is_killed(fl
     # the nodes are gone: nothing of this broker answers
     with pytest.raises(Exception):
         env.health(broker)
+
+
+def test_static_hosts_run_the_same_path_without_any_ec2_call(sshd, loopback_fleet, tmp_path):
+    """Machines a user already has: ``static_hosts`` (two loopback hosts the moto fleet above does not use); the
+    aws connection names nothing that exists, so any EC2 call would fail the test."""
+    from brokerbench.environments.aws.environment import AwsEnvironment
+
+    broker_addr, client_addr = loopback_fleet["addresses"][-2:]
+    settings = {"static_hosts": [{"address": broker_addr, "role": "broker", "name": "rack1-a"},
+                                 {"address": client_addr, "role": "client"}],
+                "aws_conn_id": "no_such_connection", "ssh_port": loopback_fleet["port"],
+                "remote_dir": str(tmp_path / "remote"), "remote_python": sys.executable,
+                "data_dir": str(tmp_path / "data"), "state_dir": str(tmp_path / "state"),
+                "broker_versions": {"rabbitmq": "package"}, "disk_baseline_mb": 4, "time_sync_wait_s": 2}
+    env = AwsEnvironment("brokerbench_test/manual__static", settings)
+    try:
+        fleet = env.provision()
+        assert [(h["name"], h["role"], h["address"]) for h in fleet["hosts"]] == [
+            ("rack1-a", "broker", broker_addr), ("client-0", "client", client_addr)]
+        hosts = env.setup_hosts()["hosts"]
+        assert all(h["tuned"]["applied"] is False for h in hosts)  # not this run's machines: unchanged
+        ep = env.deploy("rabbitmq", {}, "fsync-off", {})
+        assert ep.amqp_uris == [f"amqp://guest:guest@{broker_addr}:5672/%2F"]
+        assert ep.durability["cluster"]["nodes_seen"] == 1
+        job = _job("rabbitmq", "rabbitmq-default", ep.to_dict(), "bb-static")
+        job["duration_s"] = 3
+        from brokerbench.worker.runner import prepare_job
+
+        prepare_job(job)
+        out = tmp_path / "w.jsonl"
+        res = env.run_workers([job], [str(out)], timeout_s=120)
+        assert res[0]["returncode"] == 0, res
+        end = json.loads(out.read_text().splitlines()[-1])
+        assert end["status"] == "ok" and end["totals"]["received"] == end["totals"]["acked"] > 0, end
+    finally:
+        record = env.teardown()
+    assert record["errors"] == [] and "no machine terminated" in record["note"], record
+    assert [h["script_processes"] for h in record["host_processes"]] == [["rabbitmq"], []]
+    assert _processes_under(tmp_path) == []

@@ -44,6 +44,16 @@ class LocalSettings(BaseModel):
     worker_processes: int | None = Field(None, description="worker processes per client host (default 1)")
 
 
+class StaticHost(BaseModel):
+    """A machine the user already has (setting ``static_hosts``): reached over SSH, never created or terminated."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(min_length=1, description="where SSH, the brokers' listeners and the clients reach it")
+    role: Literal["broker", "metadata", "client"]
+    name: str | None = Field(None, description="None: <role>-<n>, numbered from 0 in the order listed")
+
+
 class AwsSettings(BaseModel):
     """Settings of the ``aws`` environment (docs/aws.md); the defaults are the environment's DEFAULTS."""
 
@@ -95,6 +105,10 @@ class AwsSettings(BaseModel):
         default_factory=dict, description="per role, the addresses its hosts (in name order) are reached and "
                                           "listen at, in place of the instances' own (a static network "
                                           "mapping: NAT, tunnels, the loopback test fleet)")
+    static_hosts: list[StaticHost] | None = Field(
+        None, description="machines that exist (bare metal, on-premises, another cloud): no EC2 call at all; "
+                          "host setup, install, clients and teardown as on EC2 (docs/aws.md, 'Machines you "
+                          "already have')")
     remote_dir: str = Field("/opt/brokerbench", description="brokerbench's directory on the hosts")
     remote_python: str | None = Field(None, description="None: <remote_dir>/venv/bin/python, installed by host "
                                                         "setup")

@@ -304,10 +304,21 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
                            if broker == "pulsar" else {})},
         "cluster": {**formed, "deploy_s": round(seconds, 1), "artifacts_s": round(shipped_s, 1),
                     "artifact": provenance, "deploy_mode": "install"},
-        "note": f"{broker} {ep.version} as a {len(hosts)}-node cluster on the broker hosts; broker-side settings "
-                "written to its configuration and the nodes restarted; client-side settings (acks, quorum "
-                "queues, topic replication) applied by the driver"}
+        "note": f"{broker} {ep.version} as a {len(hosts)}-node cluster ({_replication_text(broker, rep)}); "
+                "broker-side settings written to its configuration and the nodes restarted; client-side settings "
+                "(acks, topic replication, queue type) applied by the driver"}
     return ep
+
+
+def _replication_text(broker: str, rep: dict[str, int]) -> str:
+    """The cluster's replication defaults in the words of each broker (a driver may ask for other values)."""
+    if broker == "kafka":
+        return (f"default.replication.factor {rep['factor']}, min.insync.replicas {rep['min_insync']}; "
+                "internal topics the same")
+    if broker == "pulsar":
+        return (f"managedLedgerDefault ensemble {rep['factor']}, write quorum {rep['factor']}, ack quorum "
+                f"{rep['min_insync']}")
+    return f"quorum queues replicated on all {rep['factor']} nodes, a majority confirming; classic queues unreplicated"
 
 
 def _wait(env, what: str, names: list[str], script: str, timeout_s: float) -> None:

@@ -47,7 +47,7 @@ from ..base import BrokerEndpoint, Environment, EnvironmentFailure
 from ..processes import state_dir_for
 from . import fleet as aws_fleet
 from .brokers import deploy_installed, health_installed, kill_node, start_node, undeploy_installed
-from .settings_check import check_settings, merge_settings, needs_metadata
+from .settings_check import check_settings, merge_settings, needs_metadata, static_host_records
 from .ssh import SshHost
 from .templates import render
 
@@ -66,10 +66,12 @@ class AwsEnvironment(Environment):
         self.state_dir = state_dir_for(run_key, merged)
         s = self.settings
         self.override = s.get("ssh_host_override")
-        # machines that are not this run's fresh instances (an override, mapped addresses) are not changed
-        # unless host_changes says so
+        #: machines the user already has (static_hosts): no EC2 call, never terminated
+        self.static = bool(s.get("static_hosts"))
+        # machines that are not this run's fresh instances (an override, mapped addresses, static hosts) are not
+        # changed unless host_changes says so
         self.host_changes = (bool(s["host_changes"]) if s.get("host_changes") is not None
-                             else not (self.override or s.get("host_addresses")))
+                             else not (self.override or s.get("host_addresses") or self.static))
         self.remote_dir = s["remote_dir"].rstrip("/")
         self.remote_python = s.get("remote_python") or f"{self.remote_dir}/venv/bin/python"
         if s["worker_install"] not in ("auto", "never"):
@@ -100,6 +102,9 @@ class AwsEnvironment(Environment):
         return needs_metadata(self.settings, self.brokers())
 
     def counts(self) -> dict[str, int]:
+        if self.static:
+            hosts = static_host_records(self.settings)
+            return {r: sum(1 for h in hosts if h["role"] == r) for r in aws_fleet.ROLES}
         return aws_fleet.role_counts(self.settings, self.needs_metadata())
 
     def cost_estimate(self) -> dict[str, Any]:
@@ -125,6 +130,8 @@ class AwsEnvironment(Environment):
         original exception leaves; the cleanup is logged and written to
         ``<state dir>/provision-cleanup.json``."""
         cost = self.checked_cost()  # AwsSettingsError: nothing created
+        if self.static:
+            return self._provision_static()
         log.info("cost estimate: %s", _cost_line(cost))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         _write(self.state_dir / "cost.json", cost)
@@ -135,6 +142,22 @@ class AwsEnvironment(Environment):
         except BaseException as e:  # also a task time-out or SIGTERM: nothing may stay behind
             self._cleanup_after_failure(fleet, e)
             raise
+
+    def _provision_static(self) -> dict[str, Any]:
+        """The ``static_hosts`` as the fleet: nothing is created; each host is checked reachable over SSH."""
+        hosts = sorted(static_host_records(self.settings), key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        record = {"environment": self.name, "run_key": self.run_key, "state_dir": str(self.state_dir),
+                  "static": True, "hosts": hosts, "broker_versions": {b: self.version(b) for b in self.brokers()},
+                  "deploy_mode": self.settings["deploy_mode"], "ssh": {"port": self.settings.get("ssh_port")}}
+        _write(self.state_dir / "fleet.json", record)
+        self._hosts = None
+        for host in self.hosts():
+            res = host.run("true", timeout=60)
+            if not res.ok:
+                raise EnvironmentFailure(f"static host not reachable over SSH: {res.stderr.strip()[-300:]}", host.name)
+        log.info("static hosts: %s", ", ".join(f"{h['name']} ({h['role']}, {h['address']})" for h in hosts))
+        return record
 
     def checked_cost(self) -> dict[str, Any]:
         """The settings checked before anything is created, and the run's cost estimate."""
@@ -205,6 +228,9 @@ class AwsEnvironment(Environment):
         ``security_groups_remaining``, what was not."""
         record: dict[str, Any] = {"environment": self.name, "run_key": self.run_key, "reason": reason,
                                   "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "errors": []}
+        if self.static:
+            record["note"] = "static hosts: nothing was created, nothing to terminate"
+            return record
         try:
             result = (fleet or self.fleet_api()).terminate_run(timeout_s=timeout_s)
             record["errors"] += result.pop("errors", [])
@@ -228,6 +254,9 @@ class AwsEnvironment(Environment):
         path = self.state_dir / "fleet.json"
         if path.exists():
             return json.loads(path.read_text())
+        if self.static:
+            return {"environment": self.name, "static": True, "hosts": sorted(
+                static_host_records(self.settings), key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))}
         running = self.fleet_api().instances(["running"])
         if not running:
             raise EnvironmentFailure(f"no running instance tagged {aws_fleet.RUN_TAG}={self.run_key}: "
@@ -571,10 +600,17 @@ class AwsEnvironment(Environment):
         """Terminate every instance tagged with the run (found by tag, not by ids
         handed over), wait until terminated, delete the security group."""
         record: dict[str, Any] = {"environment": self.name, "run_key": self.run_key, "errors": []}
-        if self.override or self.settings.get("host_addresses"):
-            # hosts that outlive the instances (a stand-in sshd, mapped addresses): stop what brokerbench
-            # started there (real instances take their processes with them when terminated)
+        if self.override or self.settings.get("host_addresses") or self.static:
+            # hosts that outlive the instances (a stand-in sshd, mapped addresses, static hosts): stop what
+            # brokerbench started there (real instances take their processes with them when terminated)
             record["host_processes"] = self._stop_host_processes(record)
+        if self.static:
+            record.update(remaining=[], note="static hosts: processes stopped, no machine terminated")
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            _write(self.state_dir / "teardown.json", record)
+            if record["errors"]:
+                raise EnvironmentFailure(f"teardown incomplete: {record}")
+            return record
         try:
             result = self.fleet_api().terminate_run()
             errors = result.pop("errors", [])

@@ -109,6 +109,10 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
             raise AwsSettingsError(f"unknown broker {b!r}; the aws environment runs {', '.join(IMPLEMENTATIONS)}",
                                    "brokers")
     _check_types(s, refuse)
+    if s.get("static_hosts"):
+        versions = _check_versions(s, brokers, refuse)
+        _check_profile(s, refuse)
+        return _check_static_hosts(s, brokers, versions, refuse)
     _check_network(s, refuse)
     versions = _check_versions(s, brokers, refuse)
     _check_profile(s, refuse)
@@ -152,7 +156,7 @@ def client_count(s: dict[str, Any], refuse: Refuse | None = None) -> int:
 
 #: the settings whose type or choice AwsSettings states (the rules below add ranges and cross-field checks)
 TYPED = ("deploy_mode", "address", "worker_install", "kafka_mode", "worker_pip_args", "broker_versions",
-         "artifact_source", "rabbitmq_source", "heaps_mb", "host_addresses",
+         "artifact_source", "rabbitmq_source", "heaps_mb", "host_addresses", "static_hosts",
          "instance_types", "prices_usd_per_hour", "cost_cap_usd", "max_lifetime_hours")
 
 
@@ -247,6 +251,40 @@ def _check_counts(s: dict[str, Any], brokers: list[str], versions: dict[str, Any
         refuse(count_key("metadata"), f"at least 1 metadata (ZooKeeper) instance is needed for {why} "
                                       f"(got {counts['metadata']})", "metadata")
     return counts
+
+
+def static_host_records(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``static_hosts`` setting as fleet host records (``name``: given, else ``<role>-<n>``)."""
+    seen: dict[str, int] = {}
+    out = []
+    for h in s.get("static_hosts") or []:
+        h = dict(h)
+        n = seen.get(h["role"], 0)
+        seen[h["role"]] = n + 1
+        out.append({"name": h.get("name") or f"{h['role']}-{n}", "role": h["role"], "address": h["address"],
+                    "instance_id": None, "instance_type": "static", "private_ip": h["address"], "public_ip": None})
+    return out
+
+
+def _check_static_hosts(s: dict[str, Any], brokers: list[str], versions: dict[str, Any],
+                        refuse: Refuse) -> dict[str, Any]:
+    """Machines that exist: at least one broker and one client host (and a metadata host where the brokers need
+    ZooKeeper), names unique; nothing is paid for, so there is no cost to check. Returns what stands in for
+    the cost estimate."""
+    hosts = static_host_records(s)
+    names = [h["name"] for h in hosts]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        refuse("static_hosts", f"host names must be unique: {', '.join(dup)} listed more than once")
+    counts = {r: sum(1 for h in hosts if h["role"] == r) for r in aws_fleet.ROLES}
+    for role in ("broker", "client"):
+        if counts[role] < 1:
+            refuse("static_hosts", f"at least 1 host with role {role!r} is needed (got {counts[role]})")
+    if needs_metadata(s, brokers) and counts["metadata"] < 1:
+        why = "pulsar" if "pulsar" in brokers else f"kafka {versions['kafka']} in ZooKeeper mode"
+        refuse("static_hosts", f"at least 1 host with role 'metadata' (ZooKeeper) is needed for {why}")
+    return {"static_hosts": counts, "expected_usd": 0.0, "note": "machines that exist: nothing is created or paid "
+                                                                 "for by brokerbench"}
 
 
 def _check_instance_types(s: dict[str, Any], counts: dict[str, int],

@@ -1,0 +1,91 @@
+"""The aws-seed-latency DAG under `airflow dags test` on the loopback fleet: moto for EC2 and S3, each instance
+a host of its own (an sshd on 127.0.1.x), ``deploy_mode: install`` (the default) forming a 3-node cluster of
+each broker from artifacts the controller resolves from Maven Central (Kafka 3.9.1 in ZooKeeper mode as the
+suite says, with ZooKeeper on the metadata host; Pulsar 4.0.7 with ZooKeeper, bookies and brokers; RabbitMQ
+from the hosts' package manager), the seeds' replicated drivers measured, results to S3, teardown with
+nothing left on any host."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from aws_fixtures import fleet_settings, instances_in_state, loopback_fleet, moto_server, s3_client, sshd  # noqa: F401,E402
+
+ROOT = Path(__file__).resolve().parents[2]
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+DAG = "brokerbench_aws_seed_latency"
+BUCKET = "bb-cluster-results"
+COUNTS = {"broker": 3, "metadata": 1, "client": 1}
+
+
+def _processes_under(path: Path) -> list[str]:
+    out = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(path) in cmd:
+                out.append(f"{proc.name}: {cmd[:160]}")
+    return out
+
+
+def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leaves_nothing(
+        moto_server, sshd, loopback_fleet, tmp_path):
+    s3 = s3_client(moto_server)
+    s3.create_bucket(Bucket=BUCKET)
+    settings = fleet_settings(moto_server, loopback_fleet, tmp_path, COUNTS, rabbitmq_source="package")
+    for k in ("instance_types", "counts", "cost_cap_usd", "state_dir"):
+        settings.pop(k)  # from the suite and the params, as a real run
+    env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"), "BROKERBENCH_AWS_SETTINGS": json.dumps(settings)}
+    root = f"s3://{BUCKET}/e2e-{tmp_path.name}"
+    conf = {"brokers": ["kafka", "pulsar", "rabbitmq"], "variants": ["fsync-on"], "test_duration_minutes": 0.25,
+            "warmup_duration_minutes": 0.05, "rate_override_msg_s": 300, "interval_seconds": 2,
+            "results_root": root, "regression_gate": "never", "instance_counts": COUNTS,
+            "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"},
+            "broker_versions": {"pulsar": "4.0.7", "rabbitmq": "package"}, "cost_cap_usd": 2}
+    log = tmp_path / "dags-test.log"
+    with open(log, "w") as out:
+        rc = subprocess.run([AIRFLOW, "dags", "test", DAG, "-c", json.dumps(conf)], cwd=ROOT, env=env, stdout=out,
+                            stderr=subprocess.STDOUT, timeout=1500).returncode
+    text = log.read_text()
+    assert rc == 0, text[-6000:]
+    for line in text.splitlines():
+        if "cluster formed in" in line:
+            print("\n" + line.split("[info", 1)[-1].strip()[:300], flush=True)
+
+    prefix = root[len(f"s3://{BUCKET}/"):]
+    keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+            for o in p.get("Contents", [])]
+    run_key = next(k for k in keys if k.endswith("/plan.json")).split("/runs/", 1)[1].rsplit("/", 1)[0]
+
+    def read(rel: str) -> str:
+        return s3.get_object(Bucket=BUCKET, Key=f"{prefix}/runs/{run_key}/{rel}")["Body"].read().decode()
+
+    rows = list(csv.DictReader(io.StringIO(read("summary/summary.csv"))))
+    by_broker = {r["broker"]: r for r in rows}
+    assert set(by_broker) == {"kafka", "pulsar", "rabbitmq"}, rows
+    for broker, row in by_broker.items():
+        print(f"ROW {broker}: " + ", ".join(f"{k}={v}" for k, v in row.items() if v not in ("", None))[:900],
+              flush=True)
+        assert "as a 3-node cluster" in row["durability_note"] and row["status"] == "valid", row
+    assert "replication factor 3, min.insync.replicas 2" in by_broker["kafka"]["durability_note"]
+    assert "ensemble 3, write quorum 3, ack quorum 2" in by_broker["pulsar"]["durability_note"]
+    assert by_broker["kafka"]["broker_version"] == "3.9.1 (zookeeper)"  # the suite's kafka_mode
+    for broker in by_broker:
+        deployed = json.loads(read(f"provenance/{broker}__fsync-on.json"))
+        cluster, replication = deployed["durability"]["cluster"], deployed["durability"]["replication"]
+        assert deployed["nodes"] == 3 and cluster["nodes_seen"] == 3 and replication["factor"] == 3, deployed
+
+    # teardown: no instance, no process, no pid file on any host
+    assert instances_in_state(moto_server, "running", run_key) == []
+    assert list((tmp_path / "remote").rglob("pids/*.pid")) == []
+    assert _processes_under(tmp_path) == []
