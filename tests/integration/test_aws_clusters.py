@@ -23,7 +23,7 @@ RUN = "brokerbench_test/manual__clusters"
 COUNTS = {"broker": 3, "metadata": 1, "client": 1}
 VERSIONS = {"kafka": "4.1.1", "pulsar": "4.0.7", "rabbitmq": "package"}
 #: the measured phase (s), and how many of its 1-s intervals pass before a node is killed
-PHASE_S, KILL_AFTER_INTERVALS = 45, 12
+PHASE_S, KILL_AFTER_INTERVALS = 30, 8
 RATE_MSG_S = 200
 
 log = logging.getLogger("brokerbench")

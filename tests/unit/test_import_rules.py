@@ -35,6 +35,8 @@ RULES = {
     # the analysis modules: a leaf of metric definitions, then the judges, then the report
     "brokerbench.metrics": (),
     "brokerbench.histogram": (),
+    # what a fault (a node killed mid-phase) did to a phase, from the worker's interval records
+    "brokerbench.faults": (),
     "brokerbench.environments": (*ENV_SHARED, *HELPERS),
     "brokerbench.changepoint": ("brokerbench.metrics",),
     "brokerbench.trials": ("brokerbench.metrics", *HELPERS),

@@ -226,7 +226,10 @@ def _artifact(env, broker: str, version: str, names: list[str]) -> tuple[dict[st
 
     art = artifacts.packed(broker, version)
     by_name = {h.name: h for h in env.hosts()}
-    shipped = _each(names, lambda n: artifacts.ship(by_name[n], art, env.remote_dir))
+    # the first host alone, then the rest at once: hosts that share a file system (static machines with a
+    # shared home, the loopback fleet) find the digest there and copy nothing
+    shipped = [artifacts.ship(by_name[names[0]], art, env.remote_dir)]
+    shipped += _each(names[1:], lambda n: artifacts.ship(by_name[n], art, env.remote_dir))
     path = f"{env.remote_dir}/artifacts/{art.remote_name()}"
     return ({"path": path, "sha256": art.sha256, "logging_api": art.logging_api},
             {**art.provenance(), "hosts": shipped})
