@@ -24,7 +24,7 @@ RULES = {
     "brokerbench.util": (),
     "brokerbench.resources": (),
     "brokerbench.spec": HELPERS,
-    "brokerbench.worker": (ROOT, "brokerbench.histogram", *HELPERS),
+    "brokerbench.worker": (ROOT, "brokerbench.histogram", "brokerbench.faults", *HELPERS),
     **{m: (*ENV_SHARED, *HELPERS) for m in ENV_SHARED if m != "brokerbench.environments"},
     "brokerbench.environments.machine": (*ENV_SHARED, *HELPERS),
     "brokerbench.environments.local": (*ENV_SHARED, "brokerbench.environments.machine", *HELPERS),

@@ -138,3 +138,33 @@ def test_rules_named_from_reasons_and_only_ok_is_valid():
     assert is_valid({"status": "ok"})
     assert not is_valid({"status": "invalid: client-bound: x"}) and not is_valid({"status": "partial: y"})
     assert not is_valid({})
+
+
+def test_an_outage_during_the_phase_makes_it_invalid():
+    # intervals with send errors, or 10+ messages sent and none acknowledged: a node lost mid-phase
+    p = phase()
+    p.writer.outage = {"intervals": 3, "seconds": 3.0, "first": 12, "last": 14}
+    v = validity(p)
+    why = ("unavailable: 3 interval(s), 3.0 s (intervals 12 to 14), with send errors or 10+ messages sent and none "
+           "acknowledged: a fault during the phase, not a clean measurement")
+    assert v["invalid_reasons"] == [why] and why in v["reasons"]
+    p.writer.outage = {"intervals": 0, "seconds": 0.0, "first": None, "last": None}
+    assert validity(p)["invalid_reasons"] == []
+
+
+def test_the_interval_writer_counts_outage_intervals(tmp_path):
+    from brokerbench.worker.recorder import IntervalWriter, Recorder
+
+    rec = Recorder()
+    w = IntervalWriter(str(tmp_path / "w.jsonl"), {"record": "meta", "interval_s": 1, "worker": "w"}, rec, 1,
+                       progress=lambda line: None)
+    w._interval_start_ns = w._phase_start_ns = 0
+    w._duration_s = 5
+    # (sent, acked, send errors) per 1-s interval: served; nothing acknowledged; too few sent to tell;
+    # errors; the drain after the last send
+    for i, (sent, acked, errors) in enumerate(((20, 20, 0), (20, 0, 0), (5, 0, 0), (20, 15, 2), (0, 0, 0))):
+        rec.s.delay_ns.extend([100] * sent)
+        rec.s.publish_ns.extend([1_000_000] * acked)
+        rec.s.send_errors += errors
+        w.close_interval((i + 1) * 1_000_000_000)
+    assert w.outage == {"intervals": 2, "seconds": 2.0, "first": 1, "last": 3}

@@ -21,6 +21,7 @@ from typing import Any, Callable, TextIO
 
 import numpy as np
 
+from brokerbench.faults import is_outage
 from brokerbench.histogram import LogHistogram
 
 #: A probe message carries send time 0; its "latency" is then the wall clock
@@ -94,6 +95,9 @@ class IntervalWriter:
         self._write({"record": "meta", **meta})
         self.index = 0
         self.totals = {"sent": 0, "acked": 0, "send_errors": 0, "received": 0}
+        #: intervals in which the broker did not serve the producers (brokerbench.faults.is_outage): a node
+        #: lost, a partition without a leader
+        self.outage: dict[str, Any] = {"intervals": 0, "seconds": 0.0, "first": None, "last": None}
         #: extra fields written into every interval record (e.g. a sweep's step)
         self.extra: dict[str, Any] = {}
         #: merged over the whole phase, for the validity flags of the end record
@@ -174,6 +178,12 @@ class IntervalWriter:
             }
             for k, v in counts.items():
                 self.totals[k] += v
+            if is_outage(counts["sent"], counts["acked"], counts["send_errors"]):
+                o = self.outage
+                o["intervals"] += 1
+                o["seconds"] += (end_ns - self._interval_start_ns) / 1e9
+                o["first"] = self.index if o["first"] is None else o["first"]
+                o["last"] = self.index
             backlog = (max(0, self.totals["acked"] * self.subscriptions - self.totals["received"])
                        if self.subscriptions else 0)
             record = {

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import psutil
 
 from brokerbench import __version__
+from brokerbench.faults import OUTAGE_MIN_SENT
 from brokerbench.worker.drivers import driver_class
 from brokerbench.worker.job import DELAY_P99_BOUND_MS, JOB_FIELDS, Job, check_job  # noqa: F401 - JOB_FIELDS: re-exported
 from brokerbench.worker.payload import STAMP, key_iterator, payload_pool
@@ -560,6 +561,14 @@ class _Phase:
         if off is not None and abs(float(off)) > CLOCK_OFFSET_WARN_MS:
             invalid.append(f"clock offset {float(off):.2f} ms > {CLOCK_OFFSET_WARN_MS:g} ms between hosts: "
                            "end-to-end latency across hosts is suspect")
+        outage = getattr(self.writer, "outage", None) or {}
+        if outage.get("intervals"):
+            # a fault during the phase: its latencies and rates are not those of a serving cluster
+            why = (f"unavailable: {outage['intervals']} interval(s), {outage['seconds']:,.1f} s (intervals "
+                   f"{outage['first']} to {outage['last']}), with send errors or {OUTAGE_MIN_SENT}+ messages sent "
+                   "and none acknowledged: a fault during the phase, not a clean measurement")
+            reasons.append(why)
+            invalid.append(why)
         if self.undrained > 0:
             # the messages still in the backlog are the slowest ones: without them the end-to-end
             # percentiles understate the tail
