@@ -30,7 +30,8 @@ from each process's user + system CPU time since the previous sample:
   environment is empty): softirq and I/O work done for the benchmark itself
   lands here, so it is never counted as foreign;
 - ``other_runs``: ``{state dir: CPU %}`` of processes carrying the marker
-  of ANOTHER brokerbench run (their CPU is also in ``foreign_cpu_percent``).
+  of ANOTHER brokerbench run (the state dirs under ``--run-root`` are this
+  run's: a fleet's hosts that share one machine) (their CPU is also in ``foreign_cpu_percent``).
 """
 
 from __future__ import annotations
@@ -81,10 +82,13 @@ class ProcessCpu:
     hundreds of processes.
     """
 
-    def __init__(self, state_dir: str | None, own_pids: Iterable[int] = ()):
+    def __init__(self, state_dir: str | None, own_pids: Iterable[int] = (), run_root: str | None = None):
         import psutil
 
         self.state_dir = str(Path(state_dir).resolve()) if state_dir else None
+        #: state dirs under this directory are the same run's (the other hosts of a fleet that share this
+        #: machine: static hosts, the loopback test fleet): their processes are the benchmark's own load
+        self.run_root = str(Path(run_root).resolve()) + os.sep if run_root else None
         self.own_pids = {int(p) for p in own_pids} | {os.getpid()}
         self.ncpu = psutil.cpu_count() or 1
         self.classes: dict[tuple[int, float], tuple[str, str | None]] = {}
@@ -108,6 +112,8 @@ class ProcessCpu:
             return UNATTRIBUTED, None
         marker = env.get(MARKER_STATE)
         if marker and self.state_dir and marker == self.state_dir:
+            return OWN, None
+        if marker and self.run_root and marker.startswith(self.run_root):
             return OWN, None
         if marker:
             return FOREIGN, marker
@@ -165,14 +171,14 @@ class ProcessCpu:
 
 
 def sample_forever(out: str, interval: float, host: str, state_dir: str | None = None,
-                   own_pids: Iterable[int] = ()) -> None:
+                   own_pids: Iterable[int] = (), run_root: str | None = None) -> None:
     import psutil
 
     stop = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
     signal.signal(signal.SIGINT, lambda *_: stop.update(flag=True))
     state_dir = state_dir or os.environ.get(MARKER_STATE)
-    procs = ProcessCpu(state_dir, own_pids)
+    procs = ProcessCpu(state_dir, own_pids, run_root)
     psutil.cpu_percent(None)
     d0, n0, t0 = _disk(), _net(), time.monotonic()
     with open(out, "a") as f:
@@ -270,7 +276,7 @@ def own_chain(pid: int | None = None) -> list[int]:
 
 
 def start(state_dir: str, out: str, host: str, interval: float,
-          own_pids: Iterable[int] | None = None) -> dict[str, Any]:
+          own_pids: Iterable[int] | None = None, run_root: str | None = None) -> dict[str, Any]:
     """Start a detached sampler writing to ``out``; recorded (and marked) in
     ``state_dir`` like every process of a run, so a teardown stops it.
 
@@ -290,6 +296,8 @@ def start(state_dir: str, out: str, host: str, interval: float,
             "--interval", str(interval), "--host", host, "--state-dir", state]
     for pid in own:
         argv += ["--own-pid", str(pid)]
+    if run_root:
+        argv += ["--run-root", run_root]
     proc = subprocess.Popen(argv, env=env, start_new_session=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     record_processes(Path(state_dir).resolve(), [process_entry(psutil.Process(proc.pid), "hostmetrics", "sampler")])
@@ -327,9 +335,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--state-dir", help="this run's state dir (default: $BROKERBENCH_STATE_DIR)")
     s.add_argument("--own-pid", type=int, action="append", default=[],
                    help="a process of this run without the marker (repeatable)")
+    s.add_argument("--run-root", help="state dirs under this directory are this run's too (a fleet's other "
+                                      "hosts on the same machine)")
     a = ap.parse_args(argv)
     if a.cmd == "sample":
-        sample_forever(a.out, a.interval, a.host, a.state_dir, a.own_pid)
+        sample_forever(a.out, a.interval, a.host, a.state_dir, a.own_pid, a.run_root)
     return 0
 
 

@@ -44,10 +44,10 @@ def _print_result(data: Any) -> None:
     print(RESULT_PREFIX + json.dumps(data, default=str), flush=True)
 
 
-def metrics_start(state_dir: str, out: str, host: str, interval: float) -> dict[str, Any]:
+def metrics_start(state_dir: str, out: str, host: str, interval: float, run_root: str | None = None) -> dict[str, Any]:
     from brokerbench.environments.hostmetrics import start
 
-    return start(state_dir, out, host, interval)
+    return start(state_dir, out, host, interval, run_root=run_root)
 
 
 def metrics_stop(out: str) -> dict[str, Any]:
@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--host", default="")
     ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--run-root", help="metrics-start: the run's directory of host state dirs (processes of the "
+                                       "run's other hosts on this machine are its own load)")
     ap.add_argument("--environ-stdin", action="store_true",
                     help="run-workers: read a JSON object of environment variables for the workers from stdin")
     a = ap.parse_args(argv)
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             env = _env(a.state_dir, a.run_key)
             result = env.teardown() if Path(a.state_dir).exists() else {"note": "no state directory"}
         elif a.command == "metrics-start":
-            result = metrics_start(a.state_dir, a.out, a.host, a.interval)
+            result = metrics_start(a.state_dir, a.out, a.host, a.interval, a.run_root)
         else:
             result = metrics_stop(a.out)
     except Exception as e:  # noqa: BLE001 - reported to the controller as a result

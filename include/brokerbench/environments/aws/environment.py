@@ -289,9 +289,13 @@ class AwsEnvironment(Environment):
                 for h in self.fleet()["hosts"]]
         return [h for h in self._hosts if role is None or h.role == role]
 
+    def run_dir(self) -> str:
+        """The run's directory on every host: one host directory per instance under it."""
+        return f"{self.remote_dir}/state/{self.tag}"
+
     def host_dir(self, host: SshHost) -> str:
         """Where brokerbench keeps its files on ``host`` (one directory per instance)."""
-        return f"{self.remote_dir}/state/{self.tag}/{host.name}"
+        return f"{self.run_dir()}/{host.name}"
 
     def agent(self, host: SshHost, command: str, spec: dict[str, Any] | None = None, timeout: float = 300,
               extra: str = "", on_line=None, environ: dict[str, str] | None = None) -> Any:
@@ -497,7 +501,8 @@ class AwsEnvironment(Environment):
             try:
                 self.agent(host, "metrics-start", None, timeout=60,
                            extra=f"--out {shlex.quote(out)} --host {shlex.quote(host.name)} "
-                                 f"--interval {float(self.settings['metrics_interval_s'])}")
+                                 f"--interval {float(self.settings['metrics_interval_s'])} "
+                                 f"--run-root {shlex.quote(self.run_dir())}")
                 rec["metrics"].append({"host": host.name, "remote": out})
             except EnvironmentFailure as e:
                 rec["metrics"].append({"host": host.name, "error": str(e)})
