@@ -48,7 +48,7 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
     env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"), "BROKERBENCH_AWS_SETTINGS": json.dumps(settings)}
     root = f"s3://{BUCKET}/e2e-{tmp_path.name}"
     conf = {"brokers": ["kafka", "pulsar", "rabbitmq"], "variants": ["fsync-on"], "test_duration_minutes": 0.25,
-            "warmup_duration_minutes": 0.05, "rate_override_msg_s": 300, "interval_seconds": 2,
+            "warmup_duration_minutes": 0.05, "rate_override_msg_s": 300, "interval_seconds": 3,
             "results_root": root, "regression_gate": "never", "instance_counts": COUNTS,
             "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"},
             "broker_versions": {"pulsar": "4.0.7", "rabbitmq": "package"}, "cost_cap_usd": 2}
@@ -74,8 +74,11 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
     by_broker = {r["broker"]: r for r in rows}
     assert set(by_broker) == {"kafka", "pulsar", "rabbitmq"}, rows
     for broker, row in by_broker.items():
-        print(f"ROW {broker}: " + ", ".join(f"{k}={v}" for k, v in row.items() if v not in ("", None))[:900],
-              flush=True)
+        print(f"ROW {broker}: " + ", ".join(f"{k}={row[k]}" for k in (
+            "broker_version", "client_library", "publish_rate_msg_s", "consume_rate_msg_s", "messages_acked",
+            "messages_received", "send_errors", "publish_latency_p50_ms", "publish_latency_p99_ms",
+            "e2e_latency_p50_ms", "e2e_latency_p99_ms", "status") if k in row), flush=True)
+    for broker, row in by_broker.items():
         assert "as a 3-node cluster" in row["durability_note"] and row["status"] == "valid", row
     assert "replication factor 3, min.insync.replicas 2" in by_broker["kafka"]["durability_note"]
     assert "ensemble 3, write quorum 3, ack quorum 2" in by_broker["pulsar"]["durability_note"]
