@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -211,7 +212,8 @@ def test_static_hosts_run_the_same_path_without_any_ec2_call(sshd, loopback_flee
                 "remote_dir": str(tmp_path / "remote"), "remote_python": sys.executable,
                 "data_dir": str(tmp_path / "data"), "state_dir": str(tmp_path / "state"),
                 "broker_versions": {"rabbitmq": "package"}, "disk_baseline_mb": 4, "time_sync_wait_s": 2}
-    env = AwsEnvironment("brokerbench_test/manual__static", settings)
+    plan = SimpleNamespace(items=[SimpleNamespace(broker="rabbitmq")])  # the run's brokers: RabbitMQ alone
+    env = AwsEnvironment("brokerbench_test/manual__static", settings, plan=plan)
     try:
         fleet = env.provision()
         assert [(h["name"], h["role"], h["address"]) for h in fleet["hosts"]] == [

@@ -273,14 +273,13 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
     _each(broker_hosts, lambda n: (_step(env, n, main, "stop"), _step(env, n, main, "configure")))
     if broker == "pulsar":
         _step(env, broker_hosts[0], main, "init-cluster", timeout=300)
+    # every node at once (a RabbitMQ node's start waits until it runs, on its own); RabbitMQ's then join the
+    # first one after another
+    _each(broker_hosts, lambda n: _step(env, n, main, "start"))
     if broker == "rabbitmq":
-        for name in broker_hosts:  # one after another: a node's start waits until it runs
-            _step(env, name, main, "start")
         for name in broker_hosts[1:]:
             _step(env, name, main, "join")
         _step(env, broker_hosts[0], main, "policy")
-    else:
-        _each(broker_hosts, lambda n: _step(env, n, main, "start"))
     timeout = float(env.settings.get("start_timeout_s") or 300)
     _wait(env, broker, broker_hosts, main, timeout)
     addrs = [h["address"] for h in hosts]

@@ -189,7 +189,11 @@ class SshHost(Host):
             try:
                 sftp.stat(cur)
             except FileNotFoundError:
-                sftp.mkdir(cur)
+                try:
+                    sftp.mkdir(cur)
+                except OSError:
+                    # another session made it in between (hosts that share a file system set up at once)
+                    sftp.stat(cur)
 
 
 def b64(text: str) -> str:
