@@ -181,7 +181,7 @@ class IntervalWriter:
             if is_outage(counts["sent"], counts["acked"], counts["send_errors"]):
                 o = self.outage
                 o["intervals"] += 1
-                o["seconds"] += (end_ns - self._interval_start_ns) / 1e9
+                o["seconds"] += (end_ns - (self._interval_start_ns or end_ns)) / 1e9
                 o["first"] = self.index if o["first"] is None else o["first"]
                 o["last"] = self.index
             backlog = (max(0, self.totals["acked"] * self.subscriptions - self.totals["received"])
