@@ -228,3 +228,18 @@ def fleet_settings(moto_server, loopback_fleet, tmp_path: Path, counts: dict[str
                             start_timeout_s=240)
     settings.update(extra)
     return settings
+
+
+def processes_under(path: Path) -> list[str]:
+    """Command lines of live processes that name a file under ``path`` (brokers, ZooKeeper, workers, samplers)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmd:
+            out.append(f"{proc.name}: {cmd[:200]}")
+    return out

@@ -16,26 +16,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from aws_fixtures import fleet_settings, instances_in_state, loopback_fleet, moto_server, s3_client, sshd  # noqa: F401,E402
+from aws_fixtures import (  # noqa: F401,E402
+    fleet_settings,
+    instances_in_state,
+    loopback_fleet,
+    moto_server,
+    processes_under,
+    s3_client,
+    sshd,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DAG = "brokerbench_aws_seed_latency"
 BUCKET = "bb-cluster-results"
 COUNTS = {"broker": 3, "metadata": 1, "client": 1}
-
-
-def _processes_under(path: Path) -> list[str]:
-    out = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if str(path) in cmd:
-                out.append(f"{proc.name}: {cmd[:160]}")
-    return out
 
 
 def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leaves_nothing(
@@ -94,4 +89,4 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
     # teardown: no instance, no process, no pid file on any host
     assert instances_in_state(moto_server, "running", run_key) == []
     assert list((tmp_path / "remote").rglob("pids/*.pid")) == []
-    assert _processes_under(tmp_path) == []
+    assert processes_under(tmp_path) == []

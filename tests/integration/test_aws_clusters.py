@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from aws_fixtures import fleet_settings, instances_in_state, loopback_fleet, moto_server, sshd  # noqa: F401,E402
+from aws_fixtures import fleet_settings, instances_in_state, loopback_fleet, moto_server, processes_under, sshd  # noqa: F401,E402
 
 RUN = "brokerbench_test/manual__clusters"
 COUNTS = {"broker": 3, "metadata": 1, "client": 1}
@@ -47,22 +47,7 @@ def fleet(moto_server, sshd, loopback_fleet, tmp_path_factory):
         # nothing brokerbench started is left on any host
         left = [p for p in Path(tmp / "remote").rglob("pids/*.pid")]
         assert left == [], left
-        assert _processes_under(tmp) == []
-
-
-def _processes_under(tmp: Path) -> list[str]:
-    """Command lines of live processes that name a file under ``tmp`` (brokers, ZooKeeper, workers)."""
-    out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(tmp) in cmd:
-            out.append(f"{proc.name}: {cmd[:200]}")
-    return out
+        assert processes_under(tmp) == []
 
 
 def _job(broker: str, driver: str, endpoint: dict, topic: str) -> dict:
@@ -237,4 +222,4 @@ def test_static_hosts_run_the_same_path_without_any_ec2_call(sshd, loopback_flee
         record = env.teardown()
     assert record["errors"] == [] and "no machine terminated" in record["note"], record
     assert [h["script_processes"] for h in record["host_processes"]] == [["rabbitmq"], []]
-    assert _processes_under(tmp_path) == []
+    assert processes_under(tmp_path) == []
