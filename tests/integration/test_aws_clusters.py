@@ -176,8 +176,8 @@ def test_a_3_node_cluster_loses_no_acknowledged_message_when_a_node_is_killed(fl
             assert window["ended_unavailable"] is False, window
             assert not any("did not catch up" in r for r in invalid), end
         # a phase with an outage is no clean measurement: its row is invalid, never a baseline
-        assert any(r.startswith("unavailable: ") for r in invalid) == (window["unavailable_intervals"] > 0), \
-            (invalid, window)
+        if window["unavailable_intervals"]:
+            assert any(r.startswith("unavailable: ") for r in invalid), (invalid, window)
     finally:
         env.undeploy(broker)
     # the nodes are gone: nothing of this broker answers
