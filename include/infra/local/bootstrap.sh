@@ -25,6 +25,9 @@ command -v strace >/dev/null 2>&1 || need_pkgs+=(strace)  # the durability test 
 command -v chronyd >/dev/null 2>&1 || [ -x /usr/sbin/chronyd ] || need_pkgs+=(chrony)
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v shellcheck >/dev/null 2>&1 || need_pkgs+=(shellcheck)  # aws install scripts are checked
+# the aws broker scripts on the loopback fleet: ip (a bookie's interface), curl (Pulsar's health)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need_pkgs+=(iproute2)
+command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 "$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_pkgs+=(python3-venv)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
