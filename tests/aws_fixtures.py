@@ -34,15 +34,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, timeout: float = 20.0) -> None:
+def wait_port(port: int, timeout: float = 20.0, address: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((address, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+    raise RuntimeError(f"nothing listens on {address}:{port} after {timeout} s")
+
+
+def start_sshd(d: Path, address: str, port: int, authorized_keys: Path):
+    """An OpenSSH server with a host key of its own in ``d``, on ``address``:``port`` only; (process, log file)."""
+    host_key = d / "host_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
+    config = d / "sshd_config"
+    config.write_text("\n".join([
+        f"Port {port}", f"ListenAddress {address}", f"HostKey {host_key}", f"AuthorizedKeysFile {authorized_keys}",
+        f"PidFile {d / 'sshd.pid'}", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password", "StrictModes no", "UsePAM no", "PrintMotd no",
+        "Subsystem sftp internal-sftp", "MaxSessions 50", "MaxStartups 50:30:100", "LogLevel ERROR", ""]))
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    log = open(d / "sshd.log", "w")
+    return subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT), log
+
+
+def stop_sshd(proc, log) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
 
 
 @pytest.fixture(scope="session")
@@ -93,22 +117,14 @@ def instances_in_state(moto_server, state: str, run_key: str | None = None) -> l
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory):
     base = tmp_path_factory.mktemp("sshd")
-    host_key, client_key = base / "host_ed25519", base / "client_ed25519"
-    for key in (host_key, client_key):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    client_key = base / "client_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client_key)], check=True)
     auth = base / "authorized_keys"
     auth.write_text(Path(f"{client_key}.pub").read_text())
     auth.chmod(0o600)
     port = free_port()
-    config = base / "sshd_config"
-    config.write_text("\n".join([
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}", f"AuthorizedKeysFile {auth}",
-        f"PidFile {base / 'sshd.pid'}", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-        "PermitRootLogin prohibit-password", "StrictModes no", "UsePAM no", "PrintMotd no",
-        "Subsystem sftp internal-sftp", "MaxSessions 50", "MaxStartups 50:30:100", "LogLevel ERROR", ""]))
-    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    log = open(base / "sshd.log", "w")
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    proc, log = start_sshd(base, "127.0.0.1", port, auth)
+    host_key = base / "host_ed25519"
     try:
         wait_port(port)
     except RuntimeError:
@@ -125,12 +141,7 @@ def sshd(tmp_path_factory):
         os.environ.pop("AIRFLOW_CONN_BROKERBENCH_SSH", None)
     else:
         os.environ["AIRFLOW_CONN_BROKERBENCH_SSH"] = old
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    stop_sshd(proc, log)
 
 
 def moto_ami(moto_server) -> str:
@@ -178,41 +189,18 @@ def loopback_fleet(sshd):
     base = sshd["dir"] / "fleet"
     base.mkdir()
     port = _port_free_everywhere(FLEET_ADDRESSES)
-    procs = []
-    for i, address in enumerate(FLEET_ADDRESSES):
-        d = base / address
-        d.mkdir()
-        host_key = d / "host_ed25519"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
-        config = d / "sshd_config"
-        config.write_text("\n".join([
-            f"Port {port}", f"ListenAddress {address}", f"HostKey {host_key}",
-            f"AuthorizedKeysFile {sshd['dir'] / 'authorized_keys'}", f"PidFile {d / 'sshd.pid'}",
-            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
-            "StrictModes no", "UsePAM no", "PrintMotd no", "Subsystem sftp internal-sftp", "MaxSessions 50",
-            "MaxStartups 50:30:100", "LogLevel ERROR", ""]))
-        log = open(d / "sshd.log", "w")
-        procs.append((subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT),
-                      log))
+    servers = []
     for address in FLEET_ADDRESSES:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with socket.create_connection((address, port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"sshd on {address}:{port} did not start: "
-                                       f"{(base / address / 'sshd.log').read_text()}")
-                time.sleep(0.1)
-    yield {"addresses": FLEET_ADDRESSES, "port": port, "dir": base}
-    for proc, log in procs:
-        proc.terminate()
+        (base / address).mkdir()
+        servers.append(start_sshd(base / address, address, port, sshd["dir"] / "authorized_keys"))
+    for address in FLEET_ADDRESSES:
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            wait_port(port, address=address)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}: {(base / address / 'sshd.log').read_text()}") from e
+    yield {"addresses": FLEET_ADDRESSES, "port": port, "dir": base}
+    for proc, log in servers:
+        stop_sshd(proc, log)
 
 
 def fleet_settings(moto_server, loopback_fleet, tmp_path: Path, counts: dict[str, int], **extra) -> dict:

@@ -19,7 +19,6 @@ RabbitMQ is not on Maven Central: it comes from the hosts' package manager
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shlex
@@ -60,14 +59,6 @@ class BrokerArtifact:
                 "jars": len(self.manifest.get("jars") or []), "logging_api": self.logging_api}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def packed(broker: str, version: str) -> BrokerArtifact:
     """``broker`` ``version`` resolved (cache or Maven Central) and packed into ``<cache entry>/artifact.tar``.
 
@@ -92,7 +83,7 @@ def packed(broker: str, version: str) -> BrokerArtifact:
                 t.add(dist.lib, "lib", recursive=False, filter=fixed)
                 for jar in sorted(dist.lib.iterdir()):
                     t.add(jar, f"lib/{jar.name}", filter=fixed)
-            digest.write_text(_sha256(tmp) + "\n")
+            digest.write_text(distributions.sha256_file(tmp) + "\n")
             os.replace(tmp, tar)
             log.info("%s %s packed for the hosts in %.1f s: %s (%.0f MB)", broker, version,
                      time.monotonic() - t0, tar, tar.stat().st_size / 1e6)

@@ -113,7 +113,8 @@ def cache_root() -> Path:
     return Path(base) / "brokerbench" / "brokers"
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file, hex (read in 1 MB blocks)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -303,7 +304,7 @@ def _resolve_locked(broker: str, version: str, root: Path, libraries: str | None
             "logging_jars": [f"{dg}:{da}:{dv}" for dg, da, dv in extra],
             "resolved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "resolve_s": None,
-            "jars": [{"name": n, "bytes": (lib / n).stat().st_size, "sha256": _sha256(lib / n)} for n in jars],
+            "jars": [{"name": n, "bytes": (lib / n).stat().st_size, "sha256": sha256_file(lib / n)} for n in jars],
         }
         manifest["resolve_s"] = round(time.monotonic() - t0, 1)
         (work / "dist" / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
