@@ -425,7 +425,7 @@ def undeploy_installed(env, broker: str) -> None:
         if not res.ok:
             log.warning("[%s] %s stop: %s", host.name, script, (res.stderr or res.stdout).strip()[-300:])
 
-    brokers = env.hosts("broker")
-    _each([h.name for h in brokers], lambda n: stop(next(h for h in brokers if h.name == n), SCRIPTS[broker]))
+    by_name = {h.name: h for h in env.hosts("broker")}
+    _each(list(by_name), lambda n: stop(by_name[n], SCRIPTS[broker]))
     for h in env.hosts("metadata"):
         stop(h, "zookeeper.sh")
