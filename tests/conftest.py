@@ -36,14 +36,15 @@ DIRECTORY_MARKERS = {"integration": "integration", "e2e": "e2e", "deploy": "depl
 #: with the scheduler below: a group's tests run one after another on one worker, and groups start in this order:
 #: - ``airflow-db``: whole DAG runs and crash tests, which share the project's SQLite Airflow database
 #:   (``.airflow/airflow.db``: one writer at a time) and start brokers;
+#: - ``aws-fleet``: the loopback fleet's 3-node clusters (tests/aws_fixtures.py), which bind the same 127.0.1.x
+#:   addresses and ports: the node-kill tests and the cluster DAG run (an Airflow database of its own);
 #: - ``deployment``: the Celery deployment (its own PostgreSQL, Airflow home and brokers);
 #: - then every other module as a group of its own (its module-scoped brokers and Spark jobs start once).
-#: The first two take most of the time, so they start first, one per worker; the modules fill in after.
+#: The first three take most of the time, so they start first; the modules fill in after.
 SERIAL_GROUPS = {"e2e": "airflow-db", "faults": "airflow-db", "deploy": "deployment"}
-#: modules that join a directory's group: the loopback fleet's clusters bind the same 127.0.1.x addresses and
-#: ports as the e2e cluster DAG, so they run on its worker, one after the other
-SERIAL_MODULES = {"tests/integration/test_aws_clusters.py": "airflow-db"}
-GROUP_ORDER = ("airflow-db", "deployment")
+#: modules whose group is not their directory's
+SERIAL_MODULES = {"tests/integration/test_aws_clusters.py": "aws-fleet", "tests/e2e/test_aws_cluster_dag.py": "aws-fleet"}
+GROUP_ORDER = ("airflow-db", "aws-fleet", "deployment")
 
 
 def group_of(nodeid: str) -> str:

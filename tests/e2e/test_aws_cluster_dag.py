@@ -2,8 +2,13 @@
 a host of its own (an sshd on 127.0.1.x), ``deploy_mode: install`` (the default) forming a 3-node cluster of
 each broker from artifacts the controller resolves from Maven Central (Kafka 3.9.1 in ZooKeeper mode as the
 suite says, with ZooKeeper on the metadata host; Pulsar 4.0.7 with ZooKeeper, bookies and brokers; RabbitMQ
-from the hosts' package manager), the seeds' replicated drivers measured, results to S3, teardown with
-nothing left on any host."""
+from the hosts' package manager), the seeds' replicated drivers measured, results to S3 in the local layout,
+teardown with nothing left on any host.
+
+The run has an Airflow database of its own (a copy of the project's), so it runs beside the other DAG tests;
+it shares the fleet's 127.0.1.x addresses with tests/integration/test_aws_clusters.py and runs after it on one
+worker (tests/conftest.py). The rate is low because three brokers syncing every message to one disk of a
+2-core machine, beside another test, acknowledge about 40-110 msg/s (Kafka 3.9.1, measured)."""
 
 from __future__ import annotations
 
@@ -25,12 +30,15 @@ from aws_fixtures import (  # noqa: F401,E402
     s3_client,
     sshd,
 )
+from support.airflow_db import private_airflow_db  # noqa: E402
+from support.dag_logs import failure_message  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DAG = "brokerbench_aws_seed_latency"
 BUCKET = "bb-cluster-results"
 COUNTS = {"broker": 3, "metadata": 1, "client": 1}
+RATE_MSG_S, PHASE_S = 40, 15
 
 
 def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leaves_nothing(
@@ -40,10 +48,11 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
     settings = fleet_settings(moto_server, loopback_fleet, tmp_path, COUNTS, rabbitmq_source="package")
     for k in ("instance_types", "counts", "cost_cap_usd", "state_dir"):
         settings.pop(k)  # from the suite and the params, as a real run
-    env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"), "BROKERBENCH_AWS_SETTINGS": json.dumps(settings)}
+    env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"), "BROKERBENCH_AWS_SETTINGS": json.dumps(settings),
+           **private_airflow_db(tmp_path / "airflow")}
     root = f"s3://{BUCKET}/e2e-{tmp_path.name}"
-    conf = {"brokers": ["kafka", "pulsar", "rabbitmq"], "variants": ["fsync-on"], "test_duration_minutes": 0.25,
-            "warmup_duration_minutes": 0.05, "rate_override_msg_s": 300, "interval_seconds": 3,
+    conf = {"brokers": ["kafka", "pulsar", "rabbitmq"], "variants": ["fsync-on"], "test_duration_minutes": PHASE_S / 60,
+            "warmup_duration_minutes": 0.05, "rate_override_msg_s": RATE_MSG_S, "interval_seconds": 3,
             "results_root": root, "regression_gate": "never", "instance_counts": COUNTS,
             "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"},
             "broker_versions": {"pulsar": "4.0.7", "rabbitmq": "package"}, "cost_cap_usd": 2}
@@ -52,7 +61,7 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
         rc = subprocess.run([AIRFLOW, "dags", "test", DAG, "-c", json.dumps(conf)], cwd=ROOT, env=env, stdout=out,
                             stderr=subprocess.STDOUT, timeout=1500).returncode
     text = log.read_text()
-    assert rc == 0, text[-6000:]
+    assert rc == 0, failure_message(text)
     for line in text.splitlines():
         if "cluster formed in" in line:
             print("\n" + line.split("[info", 1)[-1].strip()[:300], flush=True)
@@ -61,6 +70,15 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
     keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
             for o in p.get("Contents", [])]
     run_key = next(k for k in keys if k.endswith("/plan.json")).split("/runs/", 1)[1].rsplit("/", 1)[0]
+
+    # the local layout, in S3: plan, provenance of the fleet, hosts, phases and teardown, raw files, host
+    # metrics, the summary and the report
+    rel = sorted(k.split("/runs/", 1)[1].split("/", 2)[2] for k in keys if "/runs/" in k)
+    for name in ("plan.json", "provenance/fleet.json", "provenance/hosts.json", "provenance/teardown.json",
+                 "summary/summary.csv", "report.html"):
+        assert name in rel, (name, rel)
+    for start in ("raw/", "hostmetrics/", "provenance/phases/"):
+        assert any(r.startswith(start) for r in rel), (start, rel)
 
     def read(rel: str) -> str:
         return s3.get_object(Bucket=BUCKET, Key=f"{prefix}/runs/{run_key}/{rel}")["Body"].read().decode()
@@ -77,7 +95,7 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
         # every message of the phase acknowledged by a 3-node cluster (the latencies are this 2-core machine's:
         # three brokers fsyncing on one disk)
         assert "as a 3-node cluster" in row["durability_note"], row
-        assert int(float(row["messages_acked"])) == 4500 and int(float(row["messages_received"])) > 0, row
+        assert int(float(row["messages_acked"])) == RATE_MSG_S * PHASE_S and int(float(row["messages_received"])) > 0, row
     assert "default.replication.factor 3, min.insync.replicas 2" in by_broker["kafka"]["durability_note"]
     assert "ensemble 3, write quorum 3, ack quorum 2" in by_broker["pulsar"]["durability_note"]
     assert by_broker["kafka"]["broker_version"] == "3.9.1 (zookeeper)"  # the suite's kafka_mode
@@ -85,6 +103,10 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
         deployed = json.loads(read(f"provenance/{broker}__fsync-on.json"))
         cluster, replication = deployed["durability"]["cluster"], deployed["durability"]["replication"]
         assert deployed["nodes"] == 3 and cluster["nodes_seen"] == 3 and replication["factor"] == 3, deployed
+
+    fleet = json.loads(read("provenance/fleet.json"))
+    assert fleet["cost"]["expected_usd"] <= 2
+    assert fleet["self_protection"]["instance_initiated_shutdown_behavior"] == "terminate"
 
     # teardown: no instance, no process, no pid file on any host
     assert instances_in_state(moto_server, "running", run_key) == []
