@@ -6,6 +6,9 @@
 VENV      ?= .venv
 SUITE     ?= smoke
 CONF      ?=
+# FAIL_ON=not-judged: make bench exits 4 when the run was not judged (no baseline yet, nothing valid), as CI gates
+# want; by default a run that was not judged exits 0 and says NOT JUDGED in its last line (docs/cli.md)
+FAIL_ON   ?=
 PYTEST_ARGS ?=
 
 export AIRFLOW_HOME                      := $(CURDIR)/.airflow
@@ -27,8 +30,11 @@ setup:
 
 ## Run the smoke suite DAG (three local brokers x fsync on/off) and print its report.
 ## make bench SUITE=nightly-latency CONF='{"broker_versions": {"kafka": "3.9.1"}}'  runs another suite / params.
+## Exit code: 0 no regression or not judged (a first run: no baseline yet), 3 regression, 1 failed, 2 refused;
+## FAIL_ON=not-judged: not judged exits 4.
 bench: setup
-	@$(VENV)/bin/python -m brokerbench.cli bench --suite $(SUITE) $(if $(CONF),--conf '$(CONF)')
+	@$(VENV)/bin/python -m brokerbench.cli bench --suite $(SUITE) $(if $(CONF),--conf '$(CONF)') \
+	  $(if $(FAIL_ON),--fail-on $(FAIL_ON))
 
 ## The comparison report (versions of each broker, brokers side by side) from the results root's history.
 compare: setup

@@ -6,7 +6,7 @@
                                           measured ceiling (docs/benchmarks-harness.md)
     brokerbench bench --suite smoke [--brokers kafka,rabbitmq] [--variants fsync-on] [--duration MIN]
                       [--rate MSG_S] [--trials N] [--client BROKER=LIBRARY] [--workload PATH] [--driver PATH]
-                      [--conf JSON]
+                      [--conf JSON] [--fail-on regression|not-judged]
                                           run the suite's DAG once (airflow dags test)
                                           and print the summary and this run's report
                                           (an s3:// results root: its URI and the local
@@ -25,10 +25,13 @@
     brokerbench aws-sweep [--dry-run]     terminate brokerbench EC2 instances of any run
                                           past their lifetime (brokerbench_aws_sweeper DAG)
 
-Exit codes of ``bench`` (the run's outcome, docs/analytics.md "Outcome"):
-    0  no regression (at least one track judged)     3  regression found
-    1  failed (a step failed, or no report)           4  not judged (no valid measurement, or no baseline yet)
-    2  refused before the run (argument or param)     130  interrupted (the run was stopped and torn down)
+Exit codes of ``bench`` (the run's outcome, said in its last line; docs/cli.md, docs/analytics.md "Outcome"):
+    0    no regression (at least one track judged), or not judged: no baseline yet (a first run) or no valid
+         measurement - the last line says NOT JUDGED and why; with --fail-on not-judged: 4
+    3    regression found                          1    failed (a step failed, or no report)
+    2    refused before the run (argument or param)  130  interrupted (the run was stopped and torn down)
+  --fail-on not-judged gives the strict codes (CI pipelines, scheduled gates): 0 no regression, 3 regression,
+  4 not judged, 1 failed; outcome.json's exit_code is always the strict one.
 
 Works from a plain shell: without AIRFLOW_HOME it uses the project's own Airflow home (``.airflow`` next to
 ``dags/``; never ``~/airflow``) and creates its database on first use.
@@ -52,7 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from brokerbench import local_airflow, run_guard, spec
-from brokerbench.outcome import EXIT_CODES, Outcome, RunOutcome, read_outcome, write_outcome
+from brokerbench.outcome import EXIT_CODES, FAIL_ON, Outcome, RunOutcome, exit_code_for, read_outcome, write_outcome
 from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
@@ -62,11 +65,23 @@ from brokerbench.spec.run_conf import check_conf
 from brokerbench.storage import aws_conn_id, is_s3, split_s3, staging_root
 from brokerbench.util import dag_id_for
 
-#: exit codes besides the outcomes' (brokerbench.outcome.EXIT_CODES: 0 no regression, 1 failed, 3 regression,
-#: 4 not judged)
+#: exit codes besides the outcomes' (brokerbench.outcome.exit_code_for: 0 no regression, 1 failed, 3 regression,
+#: not judged 0, or 4 with --fail-on not-judged)
 EXIT_FAILED = EXIT_CODES[Outcome.FAILED]
 EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
+
+#: ``brokerbench bench --help``'s epilog: the exit codes (brokerbench.outcome)
+BENCH_EXIT_CODES = """exit codes (the outcome is also the last line: brokerbench: OUTCOME: ...):
+  outcome                                                   default  --fail-on not-judged
+  no regression: at least one track judged, none regressed  0        0
+  not judged: no baseline yet (a first run), or no valid    0        4
+    measurement (the last line says NOT JUDGED and why)
+  regression: at least one metric regressed                 3        3
+  failed: a step failed, or no report                       1        1
+  refused before the run (argument or param)                2        2
+  interrupted (stopped and torn down)                       130      130
+summary/outcome.json's exit_code is the strict code (the --fail-on not-judged column)."""
 
 #: brokerbench's own log records in `airflow dags test` output: "<ts> [info ] MESSAGE [brokerbench] loc=..."
 _OWN = re.compile(r"^\S+ \[(\w+)\s*\] (.*?)\s+\[brokerbench[\w.]*\]")
@@ -358,7 +373,7 @@ def _cmd_bench(args) -> int:
     say(f"{dag_id} finished in {time.time() - started:.0f} s (airflow dags test exit code {rc})")
     if rc < 0:  # the process running the tasks was killed: nothing of the run's own ran after it
         _after_killed_run(-rc, scan, suite.name, dag_id, logical_date, conf, results_root)
-    return _report_outcome(rc, scan, dag_id, logical_date, results_root, log_path)
+    return _report_outcome(rc, scan, dag_id, logical_date, results_root, log_path, args.fail_on)
 
 
 def _after_killed_run(signum: int, scan: OutputScan, suite: str, dag_id: str, logical_date: str,
@@ -456,9 +471,10 @@ def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool,
 
 
 def _report_outcome(rc: int, scan: OutputScan, dag_id: str, logical_date: str, results_root: str,
-                    log_path: Path) -> int:
+                    log_path: Path, fail_on: str = "regression") -> int:
     """After the run: why it was refused, or where its summary and report are, which tasks failed, and last
-    the outcome; returns the exit code of the outcome (brokerbench.outcome)."""
+    the outcome; returns the exit code of the outcome (brokerbench.outcome.exit_code_for: ``not judged`` is 0
+    unless ``fail_on`` is ``not-judged``)."""
     if rc and not scan.run_started and scan.last_exception:
         # e.g. a param only Airflow refuses: it raises before the run exists
         print("brokerbench: no DAG run was created:", file=sys.stderr)
@@ -493,10 +509,14 @@ def _report_outcome(rc: int, scan: OutputScan, dag_id: str, logical_date: str, r
     if outcome is None:  # the run's last task did not write it: the run did not end
         print(f"brokerbench: OUTCOME: FAILED: {_no_outcome_reason(scan.failed_tasks() if rc else {})}", flush=True)
         return EXIT_FAILED
+    code = exit_code_for(outcome.outcome, fail_on)
+    if code == 0 and (rc or not report_found):
+        code = EXIT_FAILED
+    elif outcome.outcome == Outcome.NOT_JUDGED and code == 0:
+        print(f"brokerbench: not judged is not a failure of the run: exit code 0 (--fail-on not-judged: "
+              f"{EXIT_CODES[Outcome.NOT_JUDGED]})", flush=True)
     print(f"brokerbench: OUTCOME: {outcome.headline}", flush=True)
-    if outcome.exit_code == 0 and (rc or not report_found):
-        return EXIT_FAILED
-    return outcome.exit_code
+    return code
 
 
 def _no_outcome_reason(failed: Mapping[str, str]) -> str:
@@ -575,7 +595,10 @@ def main(argv: list[str] | None = None) -> int:
     p_val = sub.add_parser("validate", help="validate suites and everything they reference")
     p_val.add_argument("suites", nargs="*", help="suite names (default: all)")
     p_val.set_defaults(fn=_cmd_validate)
-    p_bench = sub.add_parser("bench", help="run one suite's DAG now and print its report")
+    p_bench = sub.add_parser("bench", help="run one suite's DAG now and print its report",
+                             description="Run one suite's DAG now (airflow dags test) and print its summary, "
+                                         "report and outcome.", epilog=BENCH_EXIT_CODES,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
     p_bench.add_argument("--suite", default="smoke")
     p_bench.add_argument("--conf", help="params as JSON, e.g. '{\"brokers\": [\"rabbitmq\"]}' (docs/specs.md)")
     p_bench.add_argument("--brokers", help="param brokers: e.g. kafka,rabbitmq")
@@ -589,6 +612,9 @@ def main(argv: list[str] | None = None) -> int:
                          help="an OMB workload YAML file to run instead of the suite's workloads (repeatable)")
     p_bench.add_argument("--driver", action="append", metavar="PATH",
                          help="an OMB driver YAML file replacing the suite's driver of its broker (repeatable)")
+    p_bench.add_argument("--fail-on", choices=FAIL_ON, default="regression",
+                         help="the least outcome that exits non-zero besides failed (1): 'regression' (default: "
+                              "3; not judged exits 0) or 'not-judged' (the strict codes: not judged exits 4)")
     p_bench.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output")
     p_bench.set_defaults(fn=_cmd_bench)
     p_cal = sub.add_parser("calibrate", help="the broker vendor's perf tool and brokerbench's worker on one broker: "

@@ -14,8 +14,10 @@ outcome             exit code  meaning
 
 (Exit code 2 is the command line's own: a refused argument or param, before any run starts; 130: the
 command line was interrupted.) The outcome is written to ``summary/outcome.json`` by the run's last task
-(``run_outcome``), stated in the report's headline and in the last lines of the log, and it is the
-``brokerbench bench`` exit code.
+(``run_outcome``, with the code above as ``exit_code``), stated in the report's headline and in the last lines
+of the log. ``brokerbench bench`` (and ``make bench``) exits with :func:`exit_code_for`: the code above,
+except that ``not judged`` exits 0 - a first run has no baseline, which is no error of the run - unless
+``--fail-on not-judged`` asks for the strict codes (CI pipelines, scheduled gates).
 
 A failed step wins over every verdict: a run whose measurement of one broker failed is ``failed`` even
 when another broker regressed (the regressions are named in its reason). The regression gate's own failure
@@ -46,9 +48,26 @@ class Outcome(StrEnum):
     NOT_JUDGED = "not judged"
 
 
-#: ``brokerbench bench`` exit code of each outcome (2: refused argument, 130: interrupted)
+#: the strict exit code of each outcome (``brokerbench bench --fail-on not-judged``; outcome.json's ``exit_code``;
+#: 2: refused argument, 130: interrupted)
 EXIT_CODES: dict[Outcome, int] = {Outcome.NO_REGRESSION: 0, Outcome.FAILED: 1, Outcome.REGRESSION: 3,
                                   Outcome.NOT_JUDGED: 4}
+
+
+#: what ``brokerbench bench --fail-on`` takes: the least outcome that ends the command line non-zero besides
+#: ``failed`` (always 1). ``regression`` (the default): 3 for a regression, 0 for not judged;
+#: ``not-judged``: the strict codes of :data:`EXIT_CODES` (not judged: 4).
+FAIL_ON = ("regression", "not-judged")
+
+
+def exit_code_for(outcome: Outcome, fail_on: str = "regression") -> int:
+    """The command line's exit code of ``outcome``: :data:`EXIT_CODES`, with ``not judged`` 0 unless
+    ``fail_on`` is ``not-judged``."""
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)} (got {fail_on!r})")
+    if outcome == Outcome.NOT_JUDGED and fail_on != "not-judged":
+        return 0
+    return EXIT_CODES[outcome]
 
 
 def _track(v: Mapping[str, Any]) -> tuple[str, ...]:

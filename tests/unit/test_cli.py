@@ -6,6 +6,7 @@ The subprocess tests run the real command; a refused param and a malformed
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -216,14 +217,20 @@ def test_a_stopped_bench_tears_its_run_down_and_gives_the_lease_back(tmp_path, m
                 p.wait()
 
 
-@pytest.mark.parametrize("verdict, rc, code, headline", [
-    ("regressed", 0, 3, "REGRESSION: 1 metric(s) regressed in 1 of 1 track(s) (1 judged)"),
-    ("unchanged", 0, 0, "NO REGRESSION: 1 of 1 track(s) judged, none regressed"),
-    ("insufficient history", 0, 4, "NOT JUDGED: no baseline yet (1 of 1 track(s) have too few earlier valid runs)"),
-    ("not judged: invalid (foreign load)", 0, 4,
+@pytest.mark.parametrize("verdict, rc, code, strict, headline", [
+    ("regressed", 0, 3, 3, "REGRESSION: 1 metric(s) regressed in 1 of 1 track(s) (1 judged)"),
+    ("unchanged", 0, 0, 0, "NO REGRESSION: 1 of 1 track(s) judged, none regressed"),
+    ("insufficient history", 0, 0, 4,
+     "NOT JUDGED: no baseline yet (1 of 1 track(s) have too few earlier valid runs)"),
+    ("not judged: invalid (foreign load)", 0, 0, 4,
      "NOT JUDGED: no valid measurement (1 of 1 track(s) invalid, partial or without data)"),
 ])
-def test_the_exit_code_is_the_runs_outcome(tmp_path, capsys, verdict, rc, code, headline):
+@pytest.mark.parametrize("fail_on", ["regression", "not-judged"])
+def test_the_exit_code_is_the_runs_outcome(tmp_path, capsys, verdict, rc, code, strict, headline, fail_on):
+    """A run that was not judged (a first run: no baseline yet) exits 0 and says so last; --fail-on not-judged
+    gives the strict code (4). outcome.json keeps the strict code either way."""
+    import json
+
     from brokerbench.outcome import outcome_of, write_outcome
 
     run_id = "manual__2026-11-24T08:00:00+00:00"
@@ -234,9 +241,24 @@ def test_the_exit_code_is_the_runs_outcome(tmp_path, capsys, verdict, rc, code, 
                                         "metric": "publish_latency_p99_ms", "verdict": verdict}]))
     scan = cli.OutputScan()
     scan.feed(f"2026-11-24T08:00:00Z [info ] creating dag run [x] run_id={run_id}\n")
-    assert cli._report_outcome(rc, scan, "brokerbench_smoke", "", str(tmp_path), tmp_path / "x.log") == code
+    assert cli._report_outcome(rc, scan, "brokerbench_smoke", "", str(tmp_path), tmp_path / "x.log",
+                               fail_on) == (strict if fail_on == "not-judged" else code)
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == f"brokerbench: OUTCOME: {headline}"  # the last line says it
+    said_exit_0 = "brokerbench: not judged is not a failure of the run: exit code 0 (--fail-on not-judged: 4)"
+    assert (out[-2] == said_exit_0) == (headline.startswith("NOT JUDGED") and fail_on == "regression")
+    assert json.loads((run_dir / "summary" / "outcome.json").read_text())["exit_code"] == strict
+
+
+def test_bench_takes_fail_on_and_its_help_has_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    out = capsys.readouterr().out
+    assert "--fail-on {regression,not-judged}" in out
+    assert re.search(r"not judged: no baseline yet .*\s0\s+4\n", out)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--fail-on", "nothing"])
+    assert e.value.code == 2 and "invalid choice: 'nothing'" in capsys.readouterr().err
 
 
 def test_a_run_without_its_outcome_is_failed(tmp_path, capsys):

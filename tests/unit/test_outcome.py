@@ -3,7 +3,16 @@
 import pytest
 
 from brokerbench.metrics import Judgement
-from brokerbench.outcome import EXIT_CODES, Outcome, RunOutcome, outcome_of, read_outcome, write_outcome
+from brokerbench.outcome import (
+    EXIT_CODES,
+    FAIL_ON,
+    Outcome,
+    RunOutcome,
+    exit_code_for,
+    outcome_of,
+    read_outcome,
+    write_outcome,
+)
 
 
 def _v(verdict, broker="kafka", variant="fsync-on", metric="publish_latency_p99_ms"):
@@ -67,6 +76,20 @@ def test_a_run_of_sweeps_only_is_not_judged_and_says_why():
 
 def test_exit_codes_are_distinct():
     assert sorted(EXIT_CODES.values()) == [0, 1, 3, 4]
+
+
+def test_the_command_lines_exit_codes_by_default_and_strict():
+    """By default a run that was not judged (a first run: no baseline yet) exits 0; --fail-on not-judged gives
+    the strict table, which is EXIT_CODES (outcome.json's exit_code)."""
+    assert FAIL_ON == ("regression", "not-judged")
+    default = {o: exit_code_for(o) for o in Outcome}
+    strict = {o: exit_code_for(o, "not-judged") for o in Outcome}
+    assert default == {Outcome.NO_REGRESSION: 0, Outcome.NOT_JUDGED: 0, Outcome.REGRESSION: 3, Outcome.FAILED: 1}
+    assert strict == EXIT_CODES == {Outcome.NO_REGRESSION: 0, Outcome.NOT_JUDGED: 4, Outcome.REGRESSION: 3,
+                                    Outcome.FAILED: 1}
+    assert default == {o: exit_code_for(o, "regression") for o in Outcome}
+    with pytest.raises(ValueError, match="fail_on must be one of regression, not-judged"):
+        exit_code_for(Outcome.NOT_JUDGED, "never")
 
 
 @pytest.mark.parametrize("verdicts", [[_v(Judgement.REGRESSED)], [_v(INVALID)], [_v(Judgement.UNCHANGED)]])
