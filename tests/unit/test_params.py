@@ -76,3 +76,31 @@ def test_aws_defaults_are_the_typed_settings_defaults():
 
     assert DEFAULTS == defaults(AwsSettings)
     assert defaults(LocalSettings)["disk_baseline_mb"] == 64
+
+
+def test_a_run_may_choose_any_shipped_variant_while_the_suite_keeps_its_default():
+    """as-configured is not in smoke's list (fsync-off, fsync-on) but is shipped: the params check, Airflow's own
+    check of the DAG's params and the external environment's check all take it for Pulsar on external."""
+    from airflow.sdk.definitions.param import ParamsDict
+
+    from brokerbench.dag_factory import build_dag
+    from brokerbench.environments.external.checks import check_plan
+    from brokerbench.spec import load_suite
+    from brokerbench.spec.common import list_names
+    from brokerbench.spec.errors import SpecError
+    from brokerbench.spec.run_conf import check_conf
+
+    suite = load_suite("smoke")
+    assert "as-configured" not in suite.variants and "as-configured" in list_names("variants")
+    conf, plan = check_conf(suite, {"environment": "external", "brokers": "pulsar", "variants": "as-configured"})
+    assert conf["variants"] == ["as-configured"] and {i.variant for i in plan.items} == {"as-configured"}
+    check_plan(plan, conf, resolve_connections=False)  # no broker-side setting: Pulsar on external runs it
+    schema = next(p for p in PARAMS if p.name == "variants").schema_for(suite)
+    assert schema["items"]["enum"] == list_names("variants")
+    dag = build_dag("smoke")
+    assert dag.params["variants"] == list(suite.variants)  # the default stays the suite's
+    params = ParamsDict(dag.params)
+    params.update({"variants": ["as-configured", "fsync-on"]})
+    assert params.validate()["variants"] == ["as-configured", "fsync-on"]
+    with pytest.raises(SpecError, match="'fsync-maybe' is not one of"):
+        check_conf(suite, {"variants": ["fsync-maybe"]})

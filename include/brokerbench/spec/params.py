@@ -50,6 +50,12 @@ def _workloads_schema(_suite: Any) -> dict[str, Any]:
             "uniqueItems": True}
 
 
+def _variants_schema(suite: Any) -> dict[str, Any]:
+    """Every shipped variant (and the suite's own, should one live elsewhere): a run may choose any of them."""
+    names = sorted(set(list_names("variants")) | set(suite.variants))
+    return {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1, "uniqueItems": True}
+
+
 def _results_root(_suite: Any) -> str:
     return default_results_root()
 
@@ -83,10 +89,9 @@ PARAMS: tuple[RunParam, ...] = (
     RunParam("workloads", "plan",
              "Workloads by name (include/workloads/<name>.yaml); empty = the suite's (none when workload_files "
              "are given)", _workloads_schema),
-    RunParam("variants", "plan", "Durability variants",
-             lambda s: {"type": "array", "items": {"type": "string", "enum": sorted(set(s.variants))},
-                        "minItems": 1, "uniqueItems": True},
-             lambda s: list(s.variants)),
+    # any shipped variant (e.g. as-configured on external clusters); the default is the suite's list
+    RunParam("variants", "plan", "Durability variants (include/variants/<name>.yaml); default: the suite's",
+             _variants_schema, lambda s: list(s.variants)),
     RunParam("test_duration_minutes", "plan", "Measured phase length (min); empty = suite/workload value",
              {"type": ["null", "number"], "exclusiveMinimum": 0, "maximum": MAX_DURATION_MINUTES}),
     RunParam("warmup_duration_minutes", "plan", "Warm-up length (min); empty = suite/workload value",
