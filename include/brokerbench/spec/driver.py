@@ -265,7 +265,8 @@ class DriverSpec(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True)
 
     def to_omb_dict(self) -> dict[str, Any]:
-        """The driver in OMB's own format (Kafka config blocks as properties text).
+        """The driver in OMB's own format (Kafka config blocks as properties text, every one of them: OMB's
+        KafkaBenchmarkDriver loads each and stops on a missing one, so an empty block is written empty).
 
         ``broker`` is only written when ``driverClass`` does not already say it.
         """
@@ -274,10 +275,7 @@ class DriverSpec(BaseModel):
             data.pop("broker", None)
         if self.broker == "kafka":
             for key in KAFKA_KEYS[1:]:
-                if data.get(key):
-                    data[key] = format_properties(data[key])
-                else:
-                    data.pop(key, None)
+                data[key] = format_properties(data.get(key) or {})
         return data
 
 
