@@ -22,10 +22,11 @@ serves every metric.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import asdict, dataclass
 from statistics import median
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -225,20 +226,53 @@ class VersionDiff:
         return asdict(self)
 
 
+#: a version number: an optional "v", dot-separated numbers, then anything (a pre-release, a package revision)
+_RELEASE = re.compile(r"[vV]?(\d+(?:\.\d+)*)(.*)", re.S)
+#: what makes the rest of a version a pre-release of its numbers (4.0.0-rc1, 3.0.0.dev2, 2.8.0-SNAPSHOT)
+_PRE_RELEASE = re.compile(r"[-_.+~]?(dev|alpha|a|beta|b|c|pre|preview|rc|m|milestone|snapshot)(?![a-z])", re.I)
+_TOKENS = re.compile(r"\d+|[A-Za-z]+")
+
+
+def version_key(version: object) -> tuple:
+    """Sort key of a broker version, older to newer whatever order they were measured in: release numbers
+    compared as numbers (3.9.1 < 3.10.0 < 4.1.1; 4.1 = 4.1.0), a pre-release before its release
+    (4.0.0-rc1 < 4.0.0), a package revision after it (3.10.8 < 3.10.8-1); a version that is not a number
+    ("unknown", "package") after every number, by its text; None (not recorded) first.
+
+    spark_jobs/brokerbench_spark/phase_tables.version_key is the same function (the Spark package imports
+    nothing of brokerbench); a unit test keeps the two the same."""
+    if version is None:
+        return (0,)
+    text = str(version).strip()
+    m = _RELEASE.fullmatch(text)
+    if m is None:
+        return (2, text.lower(), text)
+    release = tuple(int(x) for x in m.group(1).split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]
+    rest = m.group(2)
+    rank = 1 if not rest else 0 if _PRE_RELEASE.match(rest) else 2
+    tokens = tuple((0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in _TOKENS.findall(rest))
+    return (1, release, rank, tokens, text)
+
+
+def version_order(versions: Iterable[object]) -> list[str]:
+    """The distinct versions (as text), older to newer (:func:`version_key`)."""
+    return sorted({str(v) for v in versions}, key=version_key)
+
+
 def _version_order(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Versions by their first run time (a backfill's versions in the order they were measured)."""
-    first: dict[str, str] = {}
-    for r in rows:
-        v = str(r.get("broker_version"))
-        first[v] = min(first.get(v, "~"), str(r.get("run_ts")))
-    return sorted(first, key=lambda v: (first[v], v))
+    """The versions of ``rows`` in version order, older to newer (not in the order they were measured: a
+    backfill may measure 4.1.1 before 3.9.1, and the question is still how 4.1.1 compares with 3.9.1)."""
+    return version_order(r.get("broker_version") for r in rows)
 
 
 def compare_versions(rows: Sequence[Mapping[str, Any]], metrics: Sequence[Any] | None = None,
                      detector: Detector = Detector()) -> list[VersionDiff]:
-    """Each broker version against the one measured before it, per broker x workload x variant x environment
-    and metric, labelled by the statistic of :func:`change_points` (t test on logs, ``alpha``, the metric's
-    minimum effect). Rows should be status ``ok`` history rows."""
+    """Each broker version against the version before it in version order (older to newer, :func:`version_key`;
+    ``version_a`` the older, ``version_b`` the newer, ``change_percent`` from a to b), per broker x workload x
+    variant x environment and metric, labelled by the statistic of :func:`change_points` (t test on logs,
+    ``alpha``, the metric's minimum effect). Rows should be status ``ok`` history rows."""
 
     metrics = METRICS if metrics is None else metrics
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
@@ -272,4 +306,5 @@ def compare_versions(rows: Sequence[Mapping[str, Any]], metrics: Sequence[Any] |
 
 
 __all__ = ["Detector", "Change", "VersionDiff", "change_points", "change_record", "compare_versions",
-           "describe_runs", "noise_scale", "relative_change", "side_text", "significance"]
+           "describe_runs", "noise_scale", "relative_change", "side_text", "significance", "version_key",
+           "version_order"]

@@ -183,3 +183,21 @@ def test_version_comparison_rate_up_is_better_and_one_run_is_too_few():
         r.update(broker="rabbitmq", workload="w", variant="fsync-on", environment="aws")
     labels = [(d.version_a, d.version_b, d.label) for d in compare_versions(rs, metrics=(RATE,))]
     assert labels == [("1", "2", "significantly better"), ("2", "3", "too few runs")]
+
+
+def test_versions_are_compared_older_to_newer_whatever_order_they_were_measured_in():
+    # a backfill measured 4.1.1 first (days 1-4), then 3.9.1 (days 5-8): 3.9.1 is twice as slow
+    rs = rows(series([(10.0, 4), (20.0, 4)], 0.02, seed=11), versions=["4.1.1"] * 4 + ["3.9.1"] * 4)
+    for r in rs:
+        r.update(broker="kafka", workload="w", variant="fsync-off", environment="local")
+    (d,) = compare_versions(rs, metrics=(P99,))
+    assert (d.version_a, d.version_b) == ("3.9.1", "4.1.1")  # older -> newer
+    assert d.median_a > d.median_b and d.change_percent < -40 and d.label == "significantly better"
+
+
+def test_version_order_is_numeric_with_pre_releases_first_and_text_last():
+    from brokerbench.changepoint import version_order
+
+    measured = ["4.1.1", "unknown", "3.10.0", "3.9.1", "4.0.0", "4.0.0-rc1", "3.10.8-1.1", "3.10.8", "package"]
+    assert version_order(measured) == ["3.9.1", "3.10.0", "3.10.8", "3.10.8-1.1", "4.0.0-rc1", "4.0.0", "4.1.1",
+                                       "package", "unknown"]
