@@ -106,6 +106,13 @@ def measured(ctx: RunContext) -> list[dict]:
     return [r for f in files for r in map(json.loads, f.read_text().splitlines()) if r.get("record") == "interval"]
 
 
+def measured_versions(ctx: RunContext) -> set:
+    """The broker versions the measured phase's worker files name (what the summary rows carry)."""
+    files = sorted((ctx.run_dir / "raw").glob("*/*/*/measure/*.jsonl"))
+    return {r.get("broker_version") for f in files for r in map(json.loads, f.read_text().splitlines())
+            if r.get("record") == "meta"}
+
+
 def assert_measured(ctx: RunContext) -> None:
     """The measured phase sent, had acknowledged and received messages, without a send error."""
     intervals = measured(ctx)
@@ -144,6 +151,13 @@ def test_kafka_run_measures_and_leaves_the_topic_list_as_it_was(connections, tmp
     assert_measured(ctx)
     provenance = json.loads((ctx.run_dir / "provenance" / "kafka__fsync-on.json").read_text())
     assert provenance["implementation"] == "external"
+    # the version asked of the cluster: Kafka's API versions give the release line (4.1 for Apache Kafka 4.1.1)
+    print(f"kafka: deployed {connections['kafka'].version}, external reads {provenance['version']!r} "
+          f"({provenance['version_source']}); "
+          f"metadata.version {provenance['durability']['cluster'].get('metadata_version')}")
+    assert provenance["version"] == ".".join(connections["kafka"].version.split(".")[:2])
+    assert "ApiVersions" in provenance["version_source"]
+    assert measured_versions(ctx) == {provenance["version"]}
     # what the cluster says about itself: Kafka's broker configs through the admin API
     assert "log.flush.interval.messages" in provenance["durability"]["cluster"]["broker_configs"]
     assert provenance["durability"]["settings"]["topicConfig"]["flush.messages"] == "1"
@@ -172,8 +186,15 @@ def test_rabbitmq_run_measures_and_leaves_queues_and_exchanges_as_they_were(conn
     assert all(n.startswith(prefix + "-") for n in deleted["queues"] + deleted["exchanges"])
     assert record["errors"] == []
     assert_measured(ctx)
-    cluster_said = json.loads((ctx.run_dir / "provenance" / "rabbitmq__fsync-on.json").read_text())["durability"]
+    provenance = json.loads((ctx.run_dir / "provenance" / "rabbitmq__fsync-on.json").read_text())
+    cluster_said = provenance["durability"]
     assert cluster_said["cluster"]["product"] == "RabbitMQ" and cluster_said["cluster"]["version"]
+    # the version asked of the cluster (the AMQP handshake) is the row's, the one the local environment deployed
+    print(f"rabbitmq: deployed {connections['rabbitmq'].version}, external reads {provenance['version']!r} "
+          f"({provenance['version_source']})")
+    assert provenance["version"] == connections["rabbitmq"].version == cluster_said["cluster"]["version"]
+    assert "server_properties" in provenance["version_source"]
+    assert measured_versions(ctx) == {provenance["version"]}
 
 
 @pytest.mark.parametrize("library", ["kafka-python", "confluent-kafka"])
@@ -191,6 +212,9 @@ def test_sasl_plain_settings_reach_both_kafka_client_libraries(connections, tmp_
     record = run_with(ctx, "kafka", "fsync-off", {"connections": {"kafka": "secure_kafka"}})
     assert record["errors"] == [] and record["clusters"]["kafka"]["address"] == sasl
     assert_measured(ctx)
+    # the version is asked through the same login (kafka-python's admin client on the SASL listener)
+    assert json.loads((ctx.run_dir / "provenance" / "kafka__fsync-off.json").read_text())["version"] == \
+        ".".join(connections["kafka"].version.split(".")[:2])
     assert kafka_listing(connections["kafka"].bootstrap_servers) == before
     leaked = [str(f) for f in ctx.run_dir.rglob("*") if f.is_file() and SASL_USERS["bench"] in
               f.read_text(errors="replace")]
@@ -212,8 +236,12 @@ def test_a_wrong_sasl_password_fails_the_run_and_leaves_nothing(connections, tmp
     assert kafka_listing(connections["kafka"].bootstrap_servers) == before
 
 
-def test_a_run_that_died_after_preparing_is_cleaned_by_a_fresh_teardown(connections, tmp_path):
+def test_a_run_that_died_after_preparing_is_cleaned_by_a_fresh_teardown(connections, tmp_path, monkeypatch):
     bootstrap = connections["kafka"].bootstrap_servers
+    # a connection that states the release: it refines the release line the cluster answers
+    monkeypatch.setenv("AIRFLOW_CONN_BROKERBENCH_KAFKA", json.dumps(
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap,
+                                         "broker_version": connections["kafka"].version}}))
     before = kafka_listing(bootstrap)
     ctx = RunContext("brokerbench_smoke", f"manual__{uuid.uuid4().hex[:6]}", "smoke",
                      {"results_root": str(tmp_path / "results"), "environment": "external", "brokers": ["kafka"],
@@ -223,6 +251,10 @@ def test_a_run_that_died_after_preparing_is_cleaned_by_a_fresh_teardown(connecti
     setup.provision(ctx)
     benchmark.deploy(ctx, "kafka", "fsync-off")
     created = benchmark.prepare_topics(ctx, "kafka", "fsync-off")
+    provenance = json.loads((ctx.run_dir / "provenance" / "kafka__fsync-off.json").read_text())
+    print(f"kafka with the connection's broker_version: {provenance['version']!r} ({provenance['version_source']})")
+    assert provenance["version"] == connections["kafka"].version
+    assert "extra.broker_version" in provenance["version_source"]
     assert set(created) <= set(kafka_listing(bootstrap)["topics"])
     # the task process is gone: a new object, as Airflow's teardown task makes it, from the state directory
     record = ExternalEnvironment(ctx.run_key, {}).teardown()

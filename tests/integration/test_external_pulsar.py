@@ -89,6 +89,10 @@ def test_a_token_run_measures_sets_persistence_per_topic_and_leaves_the_namespac
     assert pulsar_request(view, "GET", "namespaces/public/default/persistence") == namespace_policy
     said = json.loads((ctx.run_dir / "provenance" / "pulsar__as-configured.json").read_text())
     assert said["durability"]["cluster"]["version"] and said["version"] == said["durability"]["cluster"]["version"]
+    # the version asked of the cluster (the admin API) is the row's, the one the local environment deployed
+    print(f"pulsar: deployed {pulsar['endpoint'].version}, external reads {said['version']!r} "
+          f"({said['version_source']})")
+    assert said["version"] == pulsar["endpoint"].version and "/admin/v2/brokers/version" in said["version_source"]
     assert pulsar["token"] not in "".join(f.read_text(errors="replace") for f in ctx.run_dir.rglob("*")
                                           if f.is_file())
 

@@ -295,3 +295,73 @@ def test_an_unknown_clients_value_is_refused_naming_the_setting(monkeypatch):
     with pytest.raises(SpecError) as e:
         check_plan(plan)
     assert e.value.field == "environmentSettings.clients" and "'local' or 'aws'" in str(e.value)
+
+
+# -- the version of an external cluster: asked of it, or stated by the connection -----------------------------------
+def test_the_connection_may_state_the_version_of_any_broker(monkeypatch):
+    define(monkeypatch, "brokerbench_kafka", {**KAFKA_SASL, "extra": {**KAFKA_SASL["extra"], "broker_version": "4.1.1"}})
+    define(monkeypatch, "brokerbench_rabbitmq", {**RABBIT, "extra": {"broker_version": "3.13.7"}})
+    assert cluster_for("kafka").broker_version == "4.1.1"  # a Kafka extra key that is not passed to the clients
+    assert "broker_version" not in cluster_for("kafka").client_config
+    assert cluster_for("rabbitmq").broker_version == "3.13.7"
+    define(monkeypatch, "brokerbench_pulsar", {**PULSAR, "extra": {**PULSAR["extra"], "broker_version": "4 0 7"}})
+    with pytest.raises(ExternalConnectionError, match="extra.broker_version must be a version without spaces"):
+        cluster_for("pulsar")
+    define(monkeypatch, "brokerbench_pulsar", PULSAR)
+    assert cluster_for("pulsar").broker_version is None
+
+
+def test_the_recorded_version_is_the_clusters_answer_refined_or_replaced_by_the_connections(monkeypatch):
+    from brokerbench.environments.external.cluster import cluster_version
+
+    define(monkeypatch, "brokerbench_kafka", KAFKA_SASL)
+    define(monkeypatch, "brokerbench_pulsar", PULSAR)
+    kafka, pulsar = cluster_for("kafka"), cluster_for("pulsar")
+    said = {"version": "4.1", "version_source": "Kafka's ApiVersions answer"}
+    assert cluster_version(kafka, said) == ("4.1", "Kafka's ApiVersions answer")
+    kafka.broker_version = "4.1.1"  # the connection names the release of the line the cluster answered
+    version, how = cluster_version(kafka, said)
+    assert version == "4.1.1" and "extra.broker_version" in how and "release line 4.1" in how
+    kafka.broker_version = "3.9.1"  # a connection that contradicts the cluster: the cluster's answer wins
+    version, how = cluster_version(kafka, said)
+    assert version == "4.1" and "states '3.9.1'" in how
+    assert cluster_version(pulsar, {"version": "4.0.7", "version_source": "admin API"}) == ("4.0.7", "admin API")
+    pulsar.broker_version = "4.0.6"  # Pulsar tells its release: never replaced by a statement
+    assert cluster_version(pulsar, {"version": "4.0.7", "version_source": "admin API"})[0] == "4.0.7"
+    # the cluster could not be asked: the connection's version, else unknown, each saying why
+    version, how = cluster_version(pulsar, {"version": None, "version_error": "HTTP 403"})
+    assert version == "4.0.6" and "could not be asked (HTTP 403)" in how
+    pulsar.broker_version = None
+    version, how = cluster_version(pulsar, {"error": "EnvironmentFailure: refused"})
+    assert version == "unknown" and "refused" in how and "extra.broker_version" in how
+
+
+def test_kafkas_release_line_comes_from_the_api_versions_a_broker_answers():
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+
+    from brokerbench.environments.external.cluster import kafka_python_security, kafka_release
+
+    assert kafka_release((4, 1), dict(BROKER_API_VERSIONS[(4, 1)])) == "4.1"
+    assert kafka_release((3, 9), dict(BROKER_API_VERSIONS[(3, 9)])) == "3.9"
+    newer = {**BROKER_API_VERSIONS[(4, 1)], 0: (0, 99)}  # more than 4.1 supports: a newer release, or a vendor's
+    assert kafka_release((4, 1), newer) == "4.1+"
+    # the admin side logs in with the same kafka-python keywords as the workers
+    config = {**KAFKA_SASL["extra"], "ssl.endpoint.identification.algorithm": "none"}
+    assert kafka_python_security(config) == security_kwargs(config)
+
+
+def test_deploy_records_the_connections_version_when_the_cluster_cannot_be_asked(tmp_path, monkeypatch):
+    from brokerbench.environments.external import cluster as admin
+
+    define(monkeypatch, "brokerbench_pulsar", {**PULSAR, "extra": {**PULSAR["extra"], "broker_version": "4.0.7"}})
+    monkeypatch.setattr(admin, "objects", lambda c: {"topics": [], "partitioned_topics": []})
+
+    def refused(c):
+        raise admin.EnvironmentFailure("admin API GET .../brokers/version: HTTP 401 Unauthorized", "pulsar")
+
+    monkeypatch.setattr(admin, "describe", refused)
+    env = ExternalEnvironment("dag/run", {"state_dir": str(tmp_path / "state")}, brokers=["pulsar"])
+    ep = env.deploy("pulsar", {}, "as-configured", {})
+    assert ep.version == "4.0.7" and ep.implementation == "external"
+    assert "brokerbench_pulsar" in ep.version_source and "HTTP 401" in ep.version_source
+    assert ep.to_dict()["version_source"] == ep.version_source  # the deploy record (provenance) carries it

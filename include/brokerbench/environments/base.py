@@ -86,6 +86,9 @@ class BrokerEndpoint:
     #: sasl.*, ssl.ca.location; Pulsar token, tls_trust_certs_file_path); a secret is written as
     #: ``${env:BROKERBENCH_SECRET_...}`` and read from the worker's environment
     client_config: dict[str, str] = field(default_factory=dict)
+    #: how ``version`` was learnt where it is not the version brokerbench deployed (external clusters: asked of
+    #: the cluster, or stated by the connection); None otherwise
+    version_source: str | None = None
     # What durability the running broker gives, in plain words:
     # {"variant": "fsync-on", "honoured": True/False, "note": "...", "settings": {...}}
     durability: dict[str, Any] = field(default_factory=dict)

@@ -2,8 +2,16 @@
 durability configuration), which of its objects carry a run's prefix, and deleting exactly those.
 
 Client libraries are imported inside the functions (they are the worker's dependencies, installed with
-brokerbench): confluent-kafka's AdminClient for Kafka, Pulsar's admin REST API over urllib, pika (AMQP) and
-optionally the management HTTP API for RabbitMQ.
+brokerbench): confluent-kafka's AdminClient for Kafka (kafka-python's for the API versions each broker
+supports, which librdkafka does not expose), Pulsar's admin REST API over urllib, pika (AMQP) and optionally the
+management HTTP API for RabbitMQ.
+
+The version each cluster tells (:func:`cluster_version`): Pulsar's admin API and RabbitMQ's AMQP handshake
+give the release (``4.0.7``, ``3.10.8``); Kafka's protocol carries no release number, so what can be known is
+the release line whose API versions each broker supports (``4.1``; ``4.1+`` when a broker supports more than
+that release does: a newer one, or a vendor's additions), with KRaft's ``metadata.version`` levels beside it.
+The connection's ``extra.broker_version`` stands in when the cluster cannot be asked, and refines Kafka's
+release line into a release when it agrees with it.
 """
 
 from __future__ import annotations
@@ -99,6 +107,74 @@ def kafka_describe(c: Cluster) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - a managed service may not let its users describe brokers
         out["broker_configs"] = None
         out["broker_configs_error"] = f"{type(e).__name__}: {e}"
+    try:
+        out.update(kafka_version(c))
+    except Exception as e:  # noqa: BLE001 - recorded; the connection's broker_version may stand in
+        out["version"] = None
+        out["version_error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
+#: the connection's security properties (librdkafka names) as kafka-python's keywords; the same mapping as the
+#: worker's kafka-python driver (worker/drivers/kafka_python.security_kwargs; tests keep them the same)
+_KAFKA_PYTHON_SECURITY = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+                          "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+                          "ssl.ca.location": "ssl_cafile"}
+
+
+def kafka_python_security(client_config: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {_KAFKA_PYTHON_SECURITY[k]: v for k, v in client_config.items()
+                           if k in _KAFKA_PYTHON_SECURITY}
+    if client_config.get("ssl.endpoint.identification.algorithm", "https").lower() in ("none", ""):
+        out["ssl_check_hostname"] = False
+    return out
+
+
+def kafka_release(broker_version: tuple[int, ...], api_versions: dict[int, tuple[int, int]]) -> str:
+    """The Kafka release line a broker's ApiVersions answer says: kafka-python's inference (the newest release
+    in its table whose telltale API version the broker supports), ``+`` when the broker supports an API or an
+    API version that release does not (a newer release than kafka-python knows, or a vendor's additions)."""
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+
+    release = ".".join(map(str, broker_version))
+    known = BROKER_API_VERSIONS.get(tuple(broker_version))
+    if known is None:
+        return release
+    beyond = any(int(k) not in known or hi > known[int(k)][1] for k, (_lo, hi) in api_versions.items())
+    return release + ("+" if beyond else "")
+
+
+def kafka_version(c: Cluster) -> dict[str, Any]:
+    """The release line of every broker of the cluster, from the API versions it answers (ApiVersions, asked
+    with kafka-python), and the cluster's ``metadata.version`` feature (KRaft; absent with ZooKeeper)."""
+    from kafka import KafkaAdminClient
+
+    servers = [s.strip() for s in str(c.bootstrap_servers).split(",") if s.strip()]
+    admin = KafkaAdminClient(bootstrap_servers=servers, client_id="brokerbench-version",
+                             request_timeout_ms=int(TIMEOUT_S * 1000), bootstrap_timeout_ms=int(TIMEOUT_S * 1000),
+                             **kafka_python_security(c.client_config))
+    try:
+        brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced"))
+        releases = {}
+        for b in brokers:
+            data = admin.get_broker_version_data(b)
+            releases[str(b)] = kafka_release(data.broker_version, data.api_versions)
+        out: dict[str, Any] = {"releases": releases}
+        try:
+            features = admin.describe_features()
+            mv = features.get("metadata.version") or {}
+            if mv:
+                out["metadata_version"] = {"supported": list(mv.get("supported") or []),
+                                           "finalized": list(mv.get("finalized") or [])}
+        except Exception as e:  # noqa: BLE001 - an older broker, or no right to describe features
+            out["metadata_version_error"] = f"{type(e).__name__}: {e}"
+    finally:
+        admin.close()
+    lines = sorted(set(releases.values()))
+    # brokers of different release lines (a rolling upgrade): each named, in a value fit for a path
+    out["version"] = lines[0] if len(lines) == 1 else (f"mixed({','.join(lines)})" if lines else None)
+    out["version_source"] = ("Kafka's ApiVersions answer of each broker, mapped to the release line whose API "
+                             "versions it supports (kafka-python's table); the protocol tells no patch release")
     return out
 
 
@@ -179,6 +255,9 @@ def pulsar_describe(c: Cluster) -> dict[str, Any]:
     if isinstance(out.get("broker_configs"), dict):
         out["broker_configs"] = {k: out["broker_configs"][k] for k in PULSAR_DURABILITY_CONFIGS
                                  if k in out["broker_configs"]}
+    if out.get("version") is not None:
+        out["version"] = str(out["version"])
+        out["version_source"] = f"Pulsar's admin REST API: GET {c.admin_url}/admin/v2/brokers/version"
     return out
 
 
@@ -243,6 +322,9 @@ def rabbitmq_describe(c: Cluster) -> dict[str, Any]:
     text = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in props.items() if k != "capabilities"}
     out: dict[str, Any] = {"product": text.get("product"), "version": text.get("version"),
                            "cluster_name": text.get("cluster_name"), "platform": text.get("platform")}
+    if out["version"]:
+        out["version_source"] = ("RabbitMQ's AMQP handshake: the server properties of connection.start "
+                                 "(server_properties['version'])")
     if c.management_url:
         try:
             ov = _management(c, "overview")
@@ -288,6 +370,28 @@ def rabbitmq_delete(c: Cluster, prefix: str, recorded: list[str]) -> dict[str, l
 # -- any broker ---------------------------------------------------------------------------------------------------
 def describe(c: Cluster) -> dict[str, Any]:
     return {"kafka": kafka_describe, "pulsar": pulsar_describe, "rabbitmq": rabbitmq_describe}[c.broker](c)
+
+
+def cluster_version(c: Cluster, said: dict[str, Any]) -> tuple[str, str]:
+    """The version to record for the cluster and how it was learnt, from what it said (:func:`describe`) and
+    the connection's ``extra.broker_version``: the cluster's answer; for Kafka, whose answer is a release line,
+    the connection's release when it is of that line; the connection's when the cluster told none; else
+    ``unknown``."""
+    told = str(said.get("version") or "").strip() or None
+    how = str(said.get("version_source") or "asked of the cluster")
+    stated = c.broker_version
+    conn = f"the connection {c.conn_id!r} (extra.broker_version)"
+    if told is None:
+        why = said.get("version_error") or said.get("error") or "the cluster did not say"
+        if stated:
+            return stated, f"{conn}: the cluster could not be asked ({why})"
+        return "unknown", (f"the cluster could not be asked ({why}); a connection may state it as "
+                           "extra.broker_version")
+    if stated is None or stated == told:
+        return told, how
+    if c.broker == "kafka" and stated.startswith(told.rstrip("+") + "."):
+        return stated, f"{conn}, of the release line {told} that the cluster answered: {how}"
+    return told, f"{how} (the connection {c.conn_id!r} states {stated!r}: the cluster's answer is recorded)"
 
 
 def objects(c: Cluster) -> dict[str, list[str]] | None:

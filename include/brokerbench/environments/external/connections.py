@@ -18,6 +18,9 @@ pulsar
 rabbitmq
     ``extra``: ``amqp_uri`` (``amqp://`` or ``amqps://``), ``management_url`` (optional: lists queues);
     else ``host``, ``port`` (5672), ``login``, ``password``, ``schema`` (the virtual host).
+any broker
+    ``extra.broker_version``: the broker's version as the connection states it, recorded when the cluster
+    cannot be asked (and, for Kafka, whose protocol tells only the release line, the release it refines).
 
 Secrets (SASL password, token, AMQP password) never go into a record: the
 endpoint the workers get names them as ``${env:BROKERBENCH_SECRET_<...>}``
@@ -68,6 +71,8 @@ class Cluster:
     management_url: str | None = None  # rabbitmq
     #: client properties (kafka: librdkafka names; pulsar: token, tls_trust_certs_file_path), secrets included
     client_config: dict[str, str] = field(default_factory=dict)
+    #: the version the connection states (``extra.broker_version``), None when it states none
+    broker_version: str | None = None
 
     def address(self) -> str:
         """Where the cluster is, without credentials: the lease scope and the records use it."""
@@ -174,9 +179,31 @@ def _from_airflow(conn_id: str) -> dict[str, Any]:
             "schema": c.schema, "extra": c.extra_dejson or {}}
 
 
+#: the longest ``extra.broker_version`` (the param broker_versions' bound)
+MAX_VERSION_CHARS = 40
+
+
+def stated_version(conn_id: str, extra: dict[str, Any]) -> str | None:
+    """``extra.broker_version``: the version the connection states, checked (text, at most 40 characters)."""
+    value = extra.get("broker_version")
+    if value in (None, ""):
+        return None
+    text = str(value).strip()
+    if not text or len(text) > MAX_VERSION_CHARS or any(ch.isspace() for ch in text):
+        raise ExternalConnectionError(f"extra.broker_version must be a version without spaces, at most "
+                                      f"{MAX_VERSION_CHARS} characters (got {value!r})", conn_id)
+    return text
+
+
 def cluster_from(broker: str, conn_id: str, conn: dict[str, Any]) -> Cluster:
     """A :class:`Cluster` of ``broker`` from a connection dict (:func:`read_connection`); raises naming what is
     missing."""
+    cluster = _cluster_from(broker, conn_id, conn)
+    cluster.broker_version = stated_version(conn_id, {str(k): v for k, v in (conn.get("extra") or {}).items()})
+    return cluster
+
+
+def _cluster_from(broker: str, conn_id: str, conn: dict[str, Any]) -> Cluster:
     extra = {str(k): v for k, v in (conn.get("extra") or {}).items()}
     host, port = conn.get("host"), conn.get("port")
     if broker == "kafka":
@@ -193,7 +220,7 @@ def cluster_from(broker: str, conn_id: str, conn: dict[str, Any]) -> Cluster:
         if conn.get("password") and "sasl.password" not in cfg:
             cfg["sasl.password"] = str(conn["password"])
         unknown = sorted(set(extra) - set(KAFKA_CLIENT_KEYS) - {"bootstrap.servers", "bootstrap_servers",
-                                                                 "sasl.mechanisms"})
+                                                                 "sasl.mechanisms", "broker_version"})
         if unknown:
             raise ExternalConnectionError(f"extra {', '.join(unknown)}: not passed to the clients; brokerbench passes "
                                    f"{', '.join(KAFKA_CLIENT_KEYS)}", conn_id)

@@ -2,7 +2,8 @@
 
 Nothing is provisioned, deployed, restarted or tuned: ``provision`` and
 ``setup_hosts`` record this machine (the clients' host), ``deploy`` returns the
-cluster's endpoint with what the cluster says about itself, ``undeploy`` does
+cluster's endpoint with what the cluster says about itself (its version asked of it, or given by the
+connection: ``cluster.cluster_version``), ``undeploy`` does
 nothing. Workers run on this machine (:class:`~..machine.runtime.Machine`'s
 worker processes), or with ``clients: aws`` on a client fleet of the aws
 environment's (:class:`.aws_clients.AwsClientFleet`: provision creates the
@@ -195,15 +196,16 @@ class ExternalEnvironment(Environment):
             said = admin.describe(c)
         except Exception as e:  # noqa: BLE001 - a health check follows; the record says what failed
             said = {"error": f"{type(e).__name__}: {e}"}
-        version = str(said.get("version") or "unknown")
+        version, version_source = admin.cluster_version(c, said)
         applied = "; ".join(f"{k}: {v}" for k, v in sorted(driver_overrides.items())) or "none"
         durability = {
             "variant": variant, "honoured": True, "settings": driver_overrides, "cluster": said,
             "note": f"external cluster {admin.where(c)} (connection {c.conn_id!r}): the variant's client and "
                     f"topic settings are applied per topic ({applied}); the cluster's own configuration is "
                     f"recorded as it is, never changed"}
-        ep = BrokerEndpoint(broker=broker, implementation="external", version=version, durability=durability,
-                            client_config=c.client_config_for_workers())
+        ep = BrokerEndpoint(broker=broker, implementation="external", version=version, version_source=version_source,
+                            durability=durability, client_config=c.client_config_for_workers())
+        log.info("%s: external cluster %s is version %s (%s)", broker, admin.where(c), version, version_source)
         if broker == "kafka":
             ep.bootstrap_servers = c.bootstrap_servers
         elif broker == "pulsar":
