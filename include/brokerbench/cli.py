@@ -1,6 +1,17 @@
 """brokerbench: command line for people (``make bench`` calls ``bench``).
 
-    brokerbench list                      suites, workloads, drivers, variants
+    brokerbench list                      each suite's description, brokers (driver, client library, default
+                                          version), variants and workloads (rate, message size); every workload,
+                                          driver and variant; the broker versions already in the broker cache
+    brokerbench history [--suite S] [--broker B] [--variant V] [--workload W] [--version V] [--last N]
+                                          the runs in <results root>/history, a table per broker x workload x
+                                          variant x environment: time, run id, broker version, status, figures
+                                          and verdicts (no Airflow)
+    brokerbench compare RUN_A RUN_B | --broker B --versions V1 V2 [--variant V] [--workload W] [--no-page]
+                                          two runs, or the latest ok runs of two versions of a broker: each
+                                          metric and its change from the older version to the newer, and the
+                                          comparison page <results root>/comparisons/<name>/comparison.html
+                                          (exit 0 compared, 1 nothing to compare, 2 refused argument)
     brokerbench validate [SUITE ...]      validate suite files and all they reference; warn where a
                                           worker process is asked for more than its client library's
                                           measured ceiling (docs/benchmarks-harness.md)
@@ -59,7 +70,7 @@ from brokerbench.outcome import EXIT_CODES, FAIL_ON, Outcome, RunOutcome, exit_c
 from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
-from brokerbench.spec import SpecError, build_plan, list_drivers, list_suites, list_variants, list_workloads, load_suite
+from brokerbench.spec import SpecError, build_plan, list_suites, load_suite
 from brokerbench.spec.roots import default_results_root
 from brokerbench.spec.run_conf import check_conf
 from brokerbench.storage import aws_conn_id, is_s3, split_s3, staging_root
@@ -101,11 +112,9 @@ def _terminal_line(line: str) -> str | None:
 
 
 def _cmd_list(_args) -> int:
-    for title, names in (("suites", list_suites()), ("workloads", list_workloads()),
-                         ("drivers", list_drivers()), ("variants", list_variants())):
-        print(f"{title}:")
-        for n in names:
-            print(f"  {n}")
+    from brokerbench.inventory import inventory_text
+
+    print(inventory_text())
     return 0
 
 
@@ -554,6 +563,65 @@ def _shorten(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _cmd_history(args) -> int:
+    from brokerbench import results_view as rv
+    from brokerbench.storage import StoreUnreachable
+
+    try:
+        view = rv.history_view(str(args.results_root or default_results_root()), broker=args.broker,
+                               suite=args.suite, variant=args.variant, workload=args.workload, version=args.version,
+                               environment=args.environment, last=args.last)
+    except rv.Refused as e:
+        print(f"brokerbench: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    except StoreUnreachable as e:
+        print(f"brokerbench: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(view.text)
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from brokerbench import results_view as rv
+    from brokerbench.storage import StoreUnreachable
+
+    results_root = str(args.results_root or default_results_root())
+    try:
+        if args.versions and args.runs:
+            raise rv.Refused("give two runs (RUN_A RUN_B) or --broker B --versions V1 V2, not both")
+        if args.versions and not args.broker:
+            raise rv.Refused("--versions needs --broker: the broker whose versions are compared")
+        if not args.versions and len(args.runs) != 2:
+            raise rv.Refused(f"give two runs (RUN_A RUN_B: run ids, as brokerbench history lists them) or "
+                             f"--broker B --versions V1 V2 (got {len(args.runs)} run(s))")
+        rv.check_choice("--broker", args.broker, spec.SUPPORTED_BROKERS, "broker")
+        rows = rv.load_rows(results_root, {"broker": args.broker} if args.broker else None)
+        rv.check_filters(rows, None, args.suite, args.variant, args.workload)
+        only = {"suite": args.suite, "variant": args.variant, "workload": args.workload,
+                "environment": args.environment}
+        if args.versions:
+            said = " ".join(f"--{k} {v}" for k, v in only.items() if v is not None)
+            comparison = rv.compare_versions(rv.select(rows, **only), args.broker, args.versions, said)
+        else:
+            comparison = rv.compare_runs(rows, args.runs[0], args.runs[1], {**only, "broker": args.broker})
+    except rv.Refused as e:
+        print(f"brokerbench: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    except StoreUnreachable as e:
+        print(f"brokerbench: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(rv.comparison_text(comparison))
+    if not comparison.pairs:
+        print("brokerbench: nothing to compare: no broker x workload x variant x environment has both sides "
+              "(the notes above say why)", file=sys.stderr)
+        return EXIT_FAILED
+    if not args.no_page:
+        page = rv.write_page(results_root, comparison, rv.page_name(comparison, args.broker, args.versions),
+                             args.out)
+        print(f"brokerbench: comparison page: {page}")
+    return 0
+
+
 def _cmd_aws_sweep(args) -> int:
     from brokerbench.environments.aws.fleet import sweep_expired  # boto3: only for the sweeper
 
@@ -591,7 +659,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="brokerbench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list suites, workloads, drivers and variants").set_defaults(fn=_cmd_list)
+    sub.add_parser("list", help="each suite (description, brokers, default versions, variants, workloads' rates and "
+                                "sizes), every workload, driver and variant, and the broker versions in the cache"
+                   ).set_defaults(fn=_cmd_list)
     p_val = sub.add_parser("validate", help="validate suites and everything they reference")
     p_val.add_argument("suites", nargs="*", help="suite names (default: all)")
     p_val.set_defaults(fn=_cmd_validate)
@@ -617,6 +687,37 @@ def main(argv: list[str] | None = None) -> int:
                               "3; not judged exits 0) or 'not-judged' (the strict codes: not judged exits 4)")
     p_bench.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output")
     p_bench.set_defaults(fn=_cmd_bench)
+    p_hist = sub.add_parser("history", help="the runs in the results root's history: time, broker version, status, "
+                                            "figures and verdicts, a table per broker x workload x variant",
+                            description="The runs in <results root>/history, one table per broker x workload x "
+                                        "variant x environment, oldest first, with each row's status and verdicts "
+                                        "(its run's summary/regression.json). Reads files only: no Airflow.")
+    p_cmp = sub.add_parser("compare", help="compare two runs, or the latest runs of two versions of a broker: a "
+                                           "table of each metric's change and the comparison page",
+                           description="Compare two runs (RUN_A RUN_B: run ids as `brokerbench history` lists "
+                                       "them, or a prefix naming one run), or the latest ok run of each of two "
+                                       "versions of one broker (--broker kafka --versions 3.9.1 4.1.1), per broker "
+                                       "x workload x variant x environment: each metric on both sides and its "
+                                       "change from the older broker version to the newer (version order, not the "
+                                       "order measured). Writes the comparison page to "
+                                       "<results root>/comparisons/<name>/comparison.html. Reads the history: no "
+                                       "Airflow. Exit codes: 0 compared, 1 nothing to compare, 2 refused argument.")
+    p_cmp.add_argument("runs", nargs="*", metavar="RUN", help="two runs: RUN_A RUN_B")
+    p_cmp.add_argument("--versions", nargs=2, metavar=("V1", "V2"), help="two versions of --broker")
+    p_cmp.add_argument("--out", metavar="DIR", help="write the page to DIR/comparison.html instead")
+    p_cmp.add_argument("--no-page", action="store_true", help="only the terminal table")
+    for p in (p_hist, p_cmp):
+        p.add_argument("--broker", help=f"only this broker's rows ({', '.join(spec.SUPPORTED_BROKERS)})")
+        p.add_argument("--suite", help="only runs of this suite")
+        p.add_argument("--variant", help="only this variant (e.g. fsync-on)")
+        p.add_argument("--workload", help="only this workload")
+        p.add_argument("--environment", choices=["local", "aws", "external"], help="only this environment")
+        p.add_argument("--results-root", help="default: BROKERBENCH_RESULTS_ROOT / the project's results/ (as bench)")
+    p_hist.add_argument("--version", metavar="V", help="only this broker version")
+    p_hist.add_argument("--last", type=int, default=20, metavar="N",
+                        help="the last N runs of each table (default 20; 0: all)")
+    p_hist.set_defaults(fn=_cmd_history)
+    p_cmp.set_defaults(fn=_cmd_compare)
     p_cal = sub.add_parser("calibrate", help="the broker vendor's perf tool and brokerbench's worker on one broker: "
                                              "an agreement table in the results root")
     p_cal.add_argument("--broker", required=True, choices=["kafka", "pulsar", "rabbitmq"])

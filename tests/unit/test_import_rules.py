@@ -64,13 +64,20 @@ RULES = {
     # the cross-check of the worker against the brokers' own perf tools on a deployed broker
     "brokerbench.crosscheck": ("brokerbench.environments", "brokerbench.worker", "brokerbench.histogram",
                                "brokerbench.spec", *HELPERS),
+    # what a user can run, for `brokerbench list`: the specs, the environments' default versions, the broker cache
+    "brokerbench.inventory": ("brokerbench.spec", "brokerbench.environments.settings",
+                              "brokerbench.environments.machine.distributions", "brokerbench.worker.runner",
+                              "brokerbench.changepoint", *HELPERS),
+    # a results root at a terminal (`brokerbench history`, `brokerbench compare`): the history, the verdicts and
+    # outcomes the runs wrote, the comparison page
+    "brokerbench.results_view": (*ANALYSIS, "brokerbench.spec", "brokerbench.storage", *HELPERS),
     # what the command line started, and how it is stopped when the command line is gone
     "brokerbench.run_guard": ("brokerbench.pipeline",),
     "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.run_guard",
                         "brokerbench.report",
                         "brokerbench.spec", "brokerbench.storage",
                         "brokerbench.environments.aws.fleet", "brokerbench.environments.external.checks",
-                        "brokerbench.crosscheck", *HELPERS),
+                        "brokerbench.crosscheck", "brokerbench.inventory", "brokerbench.results_view", *HELPERS),
 }
 
 #: the Airflow layer: the only modules that import Airflow when they are imported (others do it inside the

@@ -244,6 +244,18 @@ def cached(broker: str, version: str, libraries: str | None = None) -> Distribut
     return Distribution(broker, version, d / "lib", "maven", manifest["logging_api"], manifest)
 
 
+def cached_versions(broker: str) -> list[str]:
+    """The versions of ``broker`` (or of a tool of :data:`TOOL_ARTIFACTS`) completely in the cache, by name: the
+    entries :func:`cached` would use (a tool on another version's libraries as ``<version>+libraries-<v>``).
+    Incomplete entries (an interrupted resolution, another resolver revision) are left out."""
+    d = cache_root() / broker
+    try:
+        entries = [e for e in d.iterdir() if e.is_dir() and not e.name.startswith(".")]
+    except OSError:
+        return []
+    return sorted(e.name for e in entries if _check_manifest(e) is not None)
+
+
 def resolve(broker: str, version: str | None = None, *, libraries: str | None = None) -> Distribution:
     """``broker`` at ``version`` (default :data:`DEFAULT_VERSIONS`), from the cache or Maven Central.
 
