@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from brokerbench.pipeline import benchmark, environment_lease, teardown
+from brokerbench.pipeline import airflow_runs, benchmark, environment_lease, teardown
 from brokerbench.pipeline.context import RunContext
 
 #: seconds between SIGTERM and SIGKILL of the run's process group
@@ -117,27 +117,7 @@ def group_alive(pgid: int) -> bool:
 
 def mark_failed(dag_id: str, run_id: str) -> str:
     """The DAG run and its unfinished task instances: failed, in Airflow's database."""
-    # Airflow's ORM: only in the guard, after the command line died
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from airflow.utils.state import DagRunState, TaskInstanceState
-    from sqlalchemy import select
-
-    with create_session() as session:
-        run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
-        if run is None:
-            return f"no DAG run {run_id} in the database"
-        tis = session.scalars(select(TaskInstance).where(
-            TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id,
-            TaskInstance.state.in_([TaskInstanceState.RUNNING, TaskInstanceState.QUEUED,
-                                    TaskInstanceState.SCHEDULED, TaskInstanceState.UP_FOR_RETRY]))).all()
-        for ti in tis:
-            ti.state = TaskInstanceState.FAILED
-        previous = run.state
-        if previous not in (DagRunState.SUCCESS, DagRunState.FAILED):
-            run.state = DagRunState.FAILED
-        return f"DAG run {run_id}: {previous} -> {run.state}, {len(tis)} unfinished task(s) marked failed"
+    return airflow_runs.mark_failed(dag_id, run_id)
 
 
 def start(pgid: int, *, cli_pid: int, suite: str, dag_id: str, logical_date: str, conf: dict[str, Any],

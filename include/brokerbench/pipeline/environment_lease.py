@@ -70,17 +70,22 @@ def release_environment(ctx: RunContext) -> bool:
 
 def recover_dead_runs(ctx: RunContext) -> list[dict[str, Any]]:
     """Before this run deploys anything: stop what runs that died holding the environment's lease left there
-    (their brokers and workers, from the process registry), say so in the log and in the run's provenance
-    (provenance/recovered.json, also when there was nothing to stop). Call it while holding the lease."""
+    (their brokers and workers, from the process registry), mark each dead run's DAG run and its unfinished task
+    instances failed in Airflow's database (:func:`.airflow_runs.fail_dead_run`: where this process has the
+    database), say so in the log and in the run's provenance (provenance/recovered.json, also when there was
+    nothing to stop). Call it while holding the lease."""
+    from brokerbench.pipeline import airflow_runs
+
     scope, _ = lease_scope(ctx)
     env = ctx.environment()
     recovered = []
     for key, dead in sorted(lease.take_dead(scope, lease_store(ctx)).items()):
         stopped = env.stop_leftovers_of(key)
-        recovered.append({"run": key, "why": dead.get("why"), "stopped": stopped})
-        log.warning("recovered the %s environment from dead run %s (%s): %d process(es) it left running stopped%s",
-                    scope, key, dead.get("why"), len(stopped),
+        airflow = airflow_runs.fail_dead_run(key)
+        recovered.append({"run": key, "why": dead.get("why"), "stopped": stopped, "airflow": airflow})
+        log.warning("recovered the %s environment from dead run %s (%s): %d process(es) it left running stopped%s; "
+                    "Airflow: %s", scope, key, dead.get("why"), len(stopped),
                     ": " + ", ".join(f"{p.get('broker')} {p.get('role')} pid {p.get('pid')}" for p in stopped)
-                    if stopped else "")
+                    if stopped else "", airflow["said"])
     ctx.write_json("provenance/recovered.json", {"scope": scope, "dead_runs": recovered})
     return recovered
