@@ -563,10 +563,17 @@ def _shorten(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _tables_only() -> None:
+    """``history`` and ``compare`` print tables: Airflow's INFO lines (an s3:// results root's S3 hook says where
+    its credentials came from) are not theirs."""
+    os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
+
+
 def _cmd_history(args) -> int:
     from brokerbench import results_view as rv
     from brokerbench.storage import StoreUnreachable
 
+    _tables_only()
     try:
         view = rv.history_view(str(args.results_root or default_results_root()), broker=args.broker,
                                suite=args.suite, variant=args.variant, workload=args.workload, version=args.version,
@@ -586,6 +593,7 @@ def _cmd_compare(args) -> int:
     from brokerbench.storage import StoreUnreachable
 
     results_root = str(args.results_root or default_results_root())
+    _tables_only()
     try:
         if args.versions and args.runs:
             raise rv.Refused("give two runs (RUN_A RUN_B) or --broker B --versions V1 V2, not both")

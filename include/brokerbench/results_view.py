@@ -84,9 +84,10 @@ def run_dir(results_root: str, row: Mapping[str, Any]) -> Path:
 
 def run_files(results_root: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """run_key -> {"verdicts": regression.json's verdicts or None, "outcome": RunOutcome or None} of the rows'
-    runs (for ``s3://``, their summary/ pulled first)."""
+    runs (for ``s3://``, those two files pulled first)."""
     keys = {str(r.get("run_key")): r for r in rows}
-    prefixes = [f"runs/{run_key(str(r.get('dag_id')), str(r.get('run_id')))}/summary/" for r in keys.values()]
+    prefixes = [f"runs/{run_key(str(r.get('dag_id')), str(r.get('run_id')))}/summary/{name}" for r in keys.values()
+                for name in ("regression.json", "outcome.json")]
     out: dict[str, dict[str, Any]] = {}
     with synced(results_root, prefixes, push=[]):
         for key, r in keys.items():

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.results_root import summary_row, write_run  # noqa: E402
 
 from brokerbench import cli  # noqa: E402
+from tests.aws_fixtures import moto_server, s3_client  # noqa: E402, F401 - moto_server is a fixture
 
 FOREIGN = "foreign load: mean 43.6 % CPU (of all cores) of processes not of this run on localhost during the phase"
 
@@ -216,3 +217,24 @@ def test_history_and_compare_from_a_plain_shell_start_no_airflow(results):
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.startswith(f"history: {results}/history")
     assert "compare: kafka 3.9.1 and 4.1.1" in p.stdout
+
+
+def test_an_s3_results_root_is_read_through_its_staging_copy(results, moto_server, capsys, tmp_path, monkeypatch):
+    """history and compare on ``s3://``: the history and the listed runs' verdicts and outcomes pulled into an
+    empty staging copy (a machine that never ran a task), the page pushed back."""
+    client = s3_client(moto_server)
+    client.create_bucket(Bucket="brokerbench-cli")
+    for path in [*(results / "history").rglob("*"), *(results / "runs").glob("*/*/summary/*.json")]:
+        if path.is_file():  # the history, and what the commands read of each run
+            client.upload_file(str(path), "brokerbench-cli", f"team/{path.relative_to(results)}")
+    monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "home"))  # an empty staging copy
+    root = "s3://brokerbench-cli/team"
+    code, out, _ = _main(capsys, "history", "--results-root", root, "--broker", "rabbitmq")
+    out = out[out.index("history: "):]  # (this process's Airflow logs at INFO; a command line's at WARNING)
+    assert code == 0 and out.startswith(f"history: {root}/history (5 row(s) of 5 run(s); oldest first)")
+    assert _table(out, "rabbitmq /")[6][7].startswith("8 regressed: ")  # the verdicts came with the summaries
+    code, out, _ = _main(capsys, "compare", "--results-root", root, "--broker", "kafka", "--versions", "3.9.1",
+                         "4.1.1")
+    assert code == 0 and _table(out, "kafka /")[4][0] == "3.9.1 -> 4.1.1"
+    page = client.get_object(Bucket="brokerbench-cli", Key="team/comparisons/kafka-3.9.1-vs-4.1.1/comparison.html")
+    assert b"<title>brokerbench comparison: kafka 3.9.1 and 4.1.1</title>" in page["Body"].read()
