@@ -56,18 +56,16 @@ class Refused(ValueError):
     """An argument naming nothing there is (a broker, suite, run, version...): one line naming the argument."""
 
 
-class NothingToCompare(RuntimeError):
-    """The arguments were valid, but no row has both sides (e.g. no ok run of one version)."""
-
-
 # -- reading -------------------------------------------------------------------------------------------------
 
 
 def load_rows(results_root: str, filters: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The history's rows (trials combined), optionally only those whose partition columns equal ``filters``
-    (broker, broker_version, variant: read from those partitions only)."""
+    (broker, broker_version, variant: read from those partitions only; for ``s3://``, a broker's partitions are
+    all that is pulled)."""
     local = staging_root(results_root)
-    with synced(results_root, ["history/"], push=[]):
+    broker = (filters or {}).get("broker")
+    with synced(results_root, [f"history/broker={broker}/" if broker else "history/"], push=[]):
         rows = read_history(history_root(local), dict(filters or {}))
     return combine(rows)
 
