@@ -47,9 +47,11 @@ def _number(value: float) -> str:
 
 
 def rate_text(w: Workload) -> str:
-    """The producers' rate in msg/s, ``max`` (find the highest stable rate) or the rates a sweep steps through."""
+    """The producers' rate in msg/s, ``max`` (find the highest stable rate) or the rates a sweep steps through
+    (``sweep 1,000 to 40,000 (6 steps)``)."""
     if w.sweep_rates_msg_s:
-        return "sweep " + ", ".join(_number(r) for r in w.sweep_rates_msg_s)
+        rates = sorted(w.sweep_rates_msg_s)
+        return f"sweep {_number(rates[0])} to {_number(rates[-1])} ({len(rates)} steps)"
     return _number(w.producer_rate) if w.producer_rate > 0 else "max"
 
 

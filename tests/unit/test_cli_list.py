@@ -13,7 +13,7 @@ import pytest
 from brokerbench import cli, inventory
 from brokerbench.environments.machine import distributions
 from brokerbench.environments.settings import LocalSettings
-from brokerbench.spec import spec_root
+from brokerbench.spec import load_workload, spec_root
 
 
 @pytest.fixture
@@ -107,3 +107,11 @@ def test_a_broken_suite_is_listed_with_its_error(tmp_path, monkeypatch, cache, c
     broken = _block(out, "broken  ")
     assert broken.startswith("broken  (error: `brokerbench validate broken` says why)")
     assert "no-such-workload" in broken
+
+
+def test_a_workloads_rate_reads_as_msg_s_max_or_its_sweep():
+    w = load_workload("throughput-1-topic-100-partitions-1kb-max")
+    assert inventory.rate_text(w) == "max"
+    assert inventory.rate_text(w.model_copy(update={"sweep_rates_msg_s": [40000.0, 1000.0, 2500.0]})) == \
+        "sweep 1,000 to 40,000 (3 steps)"
+    assert inventory.rate_text(load_workload("latency-1-topic-24-partitions-1kb-30k")) == "30,000"
