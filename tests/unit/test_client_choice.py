@@ -294,3 +294,22 @@ def test_librdkafka_sockets_send_without_delay_unless_the_driver_file_says_other
     assert ConfluentKafkaDriver(ep, {"name": "k"}, recorder).common["socket.nagle.disable"] is True
     mine = ConfluentKafkaDriver(ep, {"name": "k", "commonConfig": "socket.nagle.disable=false"}, recorder)
     assert mine.common["socket.nagle.disable"] == "false"
+
+
+def test_the_jvm_engine_is_chosen_like_a_library_by_its_name_or_java(tmp_path):
+    from brokerbench.worker import jvm
+    from brokerbench.worker.drivers import driver_class
+
+    for name in ("pulsar-client-java", "java"):
+        _, plan = check_conf(load_suite("smoke"), {"client_libraries": {"pulsar": name}})  # the params' schema
+        plan = type(plan).from_json(plan.to_json())
+        pulsar = next(i for i in plan.items if i.broker == "pulsar")
+        assert pulsar.client_library == "pulsar-client-java"  # what the job carries and the rows record
+    assert choose_client_library("pulsar", None, {"pulsar": "java"}, None) == "pulsar-client-java"
+    assert choose_client_library("pulsar", None, None, "java") == "pulsar-client-java"  # a driver file's
+    with pytest.raises(SpecError, match="'java' is not a kafka client library"):
+        build_plan(load_suite("smoke"), {"client_libraries": {"kafka": "java"}})
+    cls = driver_class("pulsar", "pulsar-client-java")
+    # the runner hands its jobs to the JVM engine; the version is the one the engine's pom pins
+    assert cls.engine == "jvm" and cls.client_library_version == jvm.library_version("pulsar") == "4.0.7"
+    assert getattr(driver_class("pulsar", "pulsar-client"), "engine", None) is None

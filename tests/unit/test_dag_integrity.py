@@ -83,6 +83,27 @@ def test_stage_chain_and_trigger_rules():
     assert [o.uri for o in dag.get_task("analysis.history").outlets] == ["brokerbench://history/"]
 
 
+@pytest.mark.parametrize("dag_id, pool", [("brokerbench_throughput_sweep", "brokerbench_local"),
+                                           ("brokerbench_aws_seed_throughput", "brokerbench_aws")])
+def test_the_throughput_suites_parse_into_dags_of_sweeps(dag_id, pool):
+    """The 1 KB sweep (seed 004's peak stable throughput) runs by name, locally and on aws: a DAG per suite
+    with a group per broker x variant, aggregated and reported."""
+    from airflow.sdk.definitions.param import ParamsDict
+
+    dag = DAGS[dag_id]
+    dag.validate()
+    assert {"throughput", "sweep"} <= set(dag.tags) and dag.schedule is None
+    ids = {t.task_id for t in dag.tasks}
+    for broker in ("kafka", "pulsar", "rabbitmq"):
+        for variant in ("fsync_off", "fsync_on"):
+            assert f"benchmark.{broker}__{variant}.measure" in ids
+            assert dag.get_task(f"benchmark.{broker}__{variant}.measure").pool == pool
+    assert "analysis.history" in dag.get_task("analysis.aggregate").downstream_task_ids and "analysis.report" in ids
+    resolved = ParamsDict(dag.params).validate()
+    assert resolved["environment"] == pool.removeprefix("brokerbench_")
+    assert resolved["workloads"] is None  # the suite's: the sweep workload with its rates
+
+
 @pytest.mark.parametrize("conf, field", [
     ({"brokers": ["activemq"]}, "brokers"),
     ({"test_duration_minutes": 0}, "test_duration_minutes"),

@@ -55,10 +55,12 @@ def test_lists_name_the_shipped_files():
             "latency-1-topic-100-partitions-1kb-200k", "latency-1-topic-24-partitions-1kb-30k",
             "throughput-1-topic-100-partitions-1kb-max", "catchup-1-topic-100-partitions-1kb-200k",
             "ingest-1-topic-1-partition-220b-max"} <= set(list_workloads())
-    assert list_drivers() == ["kafka-latency", "kafka-replicated", "kafka-throughput",
-                              "pulsar-default", "pulsar-replicated", "rabbitmq-default", "rabbitmq-quorum"]
+    assert list_drivers() == ["kafka-latency", "kafka-replicated", "kafka-replicated-throughput", "kafka-throughput",
+                              "pulsar-default", "pulsar-replicated", "pulsar-replicated-throughput",
+                              "pulsar-throughput", "rabbitmq-default", "rabbitmq-quorum"]
     assert list_variants() == ["as-configured", "fsync-off", "fsync-on"]
-    assert {"smoke", "nightly-latency"} <= set(list_suites())
+    assert {"smoke", "nightly-latency", "aws-seed-latency", "throughput-sweep", "aws-seed-throughput"} <= \
+        set(list_suites())
     assert list_workloads() == sorted(list_workloads())
 
 

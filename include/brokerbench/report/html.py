@@ -729,6 +729,27 @@ def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
         results = {"key": results_table(data, KEY_COLUMNS, data.combined),
                    "all": results_table(data, data.summary_columns), "trials": trials_section(data)}
     changed = _changed_tracks(data)
+def _is_sweep(workload: dict[str, Any]) -> bool:
+    """A plan item's workload is a throughput sweep: its kind says so, or (no kind) producers and consumers at
+    producerRate 0 without a backlog, as the worker derives it (docs/worker.md, "Workload kinds")."""
+    kind = workload.get("kind")
+    if kind:
+        return kind == "throughput-sweep"
+    consumers = (workload.get("subscriptionsPerTopic") or 0) * (workload.get("consumerPerSubscription") or 0)
+    return bool(workload.get("producersPerTopic")) and bool(consumers) and \
+        not workload.get("consumerBacklogSizeGB") and float(workload.get("producerRate") or 0) == 0
+
+
+def sweep_first(data: RunData) -> bool:
+    """Whether the report leads with the throughput sweep (its latency-vs-throughput charts right under the
+    outcome): a throughput suite's run, every workload of its plan a sweep; without a plan, a run with sweep
+    steps and no summary rows."""
+    items = (data.plan or {}).get("items") or []
+    if items:
+        return all(_is_sweep(i.get("workload") or {}) for i in items)
+    return bool(data.sweep) and not data.summary
+
+
     charts, sweep = charts_section(data), sweep_section(data)
     changed_trends = track_trends(data, changed, "changed") if changed and data.history else []
     trends = trends_section(data)
@@ -738,7 +759,8 @@ def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
         key_figures=key_figures_section(data), status=status_section(data), changed_trends=changed_trends,
         results=results, regression=regression_section(data), verdict_columns=VERDICT_COLUMNS,
         not_judged_columns=NOT_JUDGED_COLUMNS,
-        trends=trends, charts=charts, sweep=sweep, plotly_js=plotly_js() if any_chart else "",
+        trends=trends, charts=charts, sweep=sweep, sweep_first=sweep_first(data),
+        plotly_js=plotly_js() if any_chart else "",
         durability=durability_section(data), provenance=provenance_section(data), client_columns=CLIENT_COLUMNS,
         version=brokerbench.__version__, plan=plan_section(data), outcome_css=OUTCOME_CSS)
 

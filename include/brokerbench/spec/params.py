@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from . import bounds
-from .clients import CLIENT_LIBRARIES, describe_choices
+from .clients import CLIENT_LIBRARIES, JAVA_ALIAS, JVM_LIBRARIES, describe_choices
 from .common import SUPPORTED_BROKERS, list_names
 from .roots import default_results_root
 
@@ -116,7 +116,8 @@ PARAMS: tuple[RunParam, ...] = (
              "Client library per broker, e.g. {\"kafka\": \"confluent-kafka\"} (" + describe_choices() + "); over "
              "the suite's clientLibraries and the driver's clientLibrary; empty = theirs, else the default",
              {"type": ["null", "object"],
-              "properties": {b: {"type": "string", "enum": list(libs)} for b, libs in CLIENT_LIBRARIES.items()},
+              "properties": {b: {"type": "string", "enum": [*libs, *([JAVA_ALIAS] if b in JVM_LIBRARIES else [])]}
+                             for b, libs in CLIENT_LIBRARIES.items()},
               "additionalProperties": False}),
     RunParam("environment", "plan", "Where the brokers run (external: clusters that exist, docs/external.md)",
              {"type": "string", "enum": ["local", "aws", "external"]},

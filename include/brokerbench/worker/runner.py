@@ -661,6 +661,8 @@ def run_job(job: Job | dict[str, Any], out_path: str, progress: Callable[[str], 
     (every interval measured before the failure is kept in the file).
     """
     job = as_job(job)
+    if getattr(driver_class(job.broker, job.client_library), "engine", None) == "jvm":
+        return _run_in_jvm(job, out_path, progress)
     switch = job.switch_interval_s
     if switch:
         # the producer thread waits for the GIL after each wait for its schedule;
@@ -670,10 +672,41 @@ def run_job(job: Job | dict[str, Any], out_path: str, progress: Callable[[str], 
     return _Phase(job, out_path, progress).run()
 
 
+def _run_in_jvm(job: Job, out_path: str, progress: Callable[[str], None]) -> dict[str, Any]:
+    """The JVM engine runs the phase (brokerbench.worker.jvm); the same return and errors as :func:`run_job`."""
+    import json
+
+    from brokerbench.worker import jvm
+
+    try:
+        code, last = jvm.run_job(job.to_dict(), out_path, progress=progress)
+    except jvm.JvmEngineError as e:
+        raise WorkerError(f"worker {job.worker} ({job.broker}): JVM engine: {e}") from None
+    end: dict[str, Any] = {}
+    try:
+        with open(out_path, encoding="utf-8") as f:
+            for line in f:
+                record = json.loads(line)
+                if record.get("record") == "end":
+                    end = record
+    except (OSError, ValueError):
+        pass
+    if code != 0:
+        why = end.get("error") or last or f"exit {code}"
+        raise WorkerError(f"worker {job.worker} ({job.broker} at {_where(job.endpoint)}): JVM engine: {why}")
+    extra = {k: v for k, v in end.items() if k not in ("record", "end_ns", "status", "error", "totals", "cpu_percent",
+                                                       "kind")}
+    return {**end.get("totals", {}), **extra}
+
+
 def prepare_job(job: Job | dict[str, Any]) -> None:
     """Create the job's topics and subscriptions on the broker."""
     job = as_job(job)
     cls = driver_class(job.broker, job.client_library)
+    if getattr(cls, "engine", None) == "jvm":
+        from brokerbench.worker import jvm
+
+        jvm.ensure_built(progress=lambda line: log.info("%s", line))  # before the phases: they start on time
     driver = cls(job.endpoint, job.driver, Recorder())
     try:
         driver.prepare(job.topics, int(job.workload.get("partitionsPerTopic", 1)), job.subscriptions)

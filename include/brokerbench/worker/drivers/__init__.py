@@ -11,6 +11,8 @@ DRIVERS = {
     ("kafka", "kafka-python"): "brokerbench.worker.drivers.kafka_python:KafkaPythonDriver",
     ("kafka", "confluent-kafka"): "brokerbench.worker.drivers.confluent:ConfluentKafkaDriver",
     ("pulsar", "pulsar-client"): "brokerbench.worker.drivers.pulsar_client:PulsarClientDriver",
+    # the JVM engine (brokerbench.worker.jvm): the Java client, run in a JVM
+    ("pulsar", "pulsar-client-java"): "brokerbench.worker.drivers.java:PulsarJavaDriver",
     ("rabbitmq", "pika"): "brokerbench.worker.drivers.pika_amqp:PikaDriver",
 }
 

@@ -1,0 +1,63 @@
+package brokerbench.jvm;
+
+import com.fasterxml.jackson.databind.JsonNode;
+
+/** One broker's Java client, configured from the OMB driver dict (the Python worker's drivers/base.py). */
+interface Driver extends AutoCloseable {
+    /** Receives every message's bytes (the first 8 are the send stamp). */
+    interface PayloadHandler {
+        void onPayload(byte[] payload);
+    }
+
+    interface Producer {
+        /** Send one message; its acknowledgement records publish latency from sendNs (or an error). */
+        void send(byte[] payload, String key, long sendNs) throws Exception;
+
+        void flush() throws Exception;
+
+        void close() throws Exception;
+    }
+
+    interface Consumer {
+        /** True once the consumer is in place (the readiness probe waits for it). */
+        default boolean ready() {
+            return true;
+        }
+
+        void pause();
+
+        void resume();
+
+        void close() throws Exception;
+    }
+
+    String clientLibrary();
+
+    String clientLibraryVersion();
+
+    Producer createProducer(String topic, int partitions) throws Exception;
+
+    Consumer createConsumer(String topic, String subscription, int partitions, PayloadHandler handler,
+                            int consumerIndex, int consumersInSubscription, String start, boolean paused)
+        throws Exception;
+
+    @Override
+    void close() throws Exception;
+
+    static Driver create(String broker, JsonNode endpoint, JsonNode driver, Samples.Recorder recorder)
+        throws Exception {
+        switch (broker) {
+            case "pulsar":
+                return new PulsarDriver(endpoint, driver, recorder);
+            default:
+                throw new BadInput("the JVM engine has no driver for broker '" + broker + "' yet (it has: pulsar)");
+        }
+    }
+
+    /** A job the engine cannot run: exit 1, as the Python worker does for bad input. */
+    final class BadInput extends RuntimeException {
+        BadInput(String message) {
+            super(message);
+        }
+    }
+}
