@@ -15,7 +15,10 @@ sys.path.insert(0, str(ROOT / "include"))
 from brokerbench.environments.local import LocalEnvironment  # noqa: E402
 
 #: driver (client library) -> broker
-DRIVERS = {"kafka-python": "kafka", "confluent-kafka": "kafka", "pulsar-client": "pulsar", "pika": "rabbitmq"}
+DRIVERS = {"kafka-python": "kafka", "confluent-kafka": "kafka", "pulsar-client": "pulsar", "pika": "rabbitmq",
+           "pulsar-client-java": "pulsar"}  # the last: the JVM engine (docs/worker.md), not in the default list
+#: the drivers the benchmarks run when --drivers is not given: the Python drivers
+DEFAULT_DRIVERS = ("kafka-python", "confluent-kafka", "pulsar-client", "pika")
 
 #: OMB driver settings used by the benchmarks (latency-oriented, as the seed's)
 DRIVER_CONFIG = {

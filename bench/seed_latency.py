@@ -23,7 +23,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from _common import DRIVERS, driver_brokers, job
+from _common import DEFAULT_DRIVERS, driver_brokers, job
 
 from brokerbench.crosscheck import run_worker_processes
 from brokerbench.histogram import LogHistogram
@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rate", type=float, default=50_000)
     ap.add_argument("--processes", default="1,2")
-    ap.add_argument("--drivers", default=",".join(DRIVERS))
+    ap.add_argument("--drivers", default=",".join(DEFAULT_DRIVERS))
     args = ap.parse_args()
     with driver_brokers(args.drivers) as targets:
         for lib, broker, ep in targets:
