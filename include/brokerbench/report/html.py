@@ -718,17 +718,6 @@ def _changed_tracks(data: RunData) -> set[tuple[str, str, str]]:
             if v.get("verdict") in (Judgement.REGRESSED, Judgement.IMPROVED)}
 
 
-def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
-    env = _environment(data)
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    meta_bits = [f"run directory: {data.run_dir}", f"generated {generated}"]
-    if env:
-        meta_bits.insert(0, f"environment: {env}")
-    results = None
-    if data.summary:
-        results = {"key": results_table(data, KEY_COLUMNS, data.combined),
-                   "all": results_table(data, data.summary_columns), "trials": trials_section(data)}
-    changed = _changed_tracks(data)
 def _is_sweep(workload: dict[str, Any]) -> bool:
     """A plan item's workload is a throughput sweep: its kind says so, or (no kind) producers and consumers at
     producerRate 0 without a backlog, as the worker derives it (docs/worker.md, "Workload kinds")."""
@@ -750,6 +739,17 @@ def sweep_first(data: RunData) -> bool:
     return bool(data.sweep) and not data.summary
 
 
+def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
+    env = _environment(data)
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    meta_bits = [f"run directory: {data.run_dir}", f"generated {generated}"]
+    if env:
+        meta_bits.insert(0, f"environment: {env}")
+    results = None
+    if data.summary:
+        results = {"key": results_table(data, KEY_COLUMNS, data.combined),
+                   "all": results_table(data, data.summary_columns), "trials": trials_section(data)}
+    changed = _changed_tracks(data)
     charts, sweep = charts_section(data), sweep_section(data)
     changed_trends = track_trends(data, changed, "changed") if changed and data.history else []
     trends = trends_section(data)
