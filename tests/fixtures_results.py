@@ -176,6 +176,7 @@ def build_synthetic_run(
     kinds: Mapping[tuple[str, str], str] | None = None,
     target_rates: Mapping[tuple[str, str], float] | None = None,
     phases: Mapping[tuple[str, str, str], Mapping[str, dict]] | None = None,
+    latency_scale: float = 1.0,
 ) -> dict[tuple[str, str, str, str], ComboTruth]:
     """Write a synthetic run directory and return the raw truth per combination.
 
@@ -187,7 +188,8 @@ def build_synthetic_run(
     none, as files of workers before kinds existed). ``target_rates``:
     (broker, variant) -> target rate per worker (default 45 msg/s; each worker
     acks 40-45 msg/s). ``phases``: (broker, variant, phase) -> the ``hosts``
-    of ``provenance/phases/<label>.json`` (see :func:`write_phase_record`).
+    of ``provenance/phases/<label>.json`` (see :func:`write_phase_record`). ``latency_scale``: every
+    latency of the run multiplied by it (a faster or slower broker).
     """
     run_dir = Path(run_dir)
     rng = np.random.default_rng(seed)
@@ -203,7 +205,7 @@ def build_synthetic_run(
             combo = ComboTruth(workload, broker, driver, variant)
             truth[(workload, broker, driver, variant)] = combo
             # publish latency scale differs per combo so combos are distinguishable
-            scale_us = 800.0 * (1 + b_i) * (1 + 2 * v_i)
+            scale_us = 800.0 * (1 + b_i) * (1 + 2 * v_i) * latency_scale
             target = float((target_rates or {}).get((broker, variant), 45.0))
             for (pb, pv, phase_name), hosts in (phases or {}).items():
                 if (pb, pv) == (broker, variant):
@@ -496,6 +498,11 @@ def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
         writer.writerows(rows)
 
 
+#: what each broker of :func:`write_report_run` ran: (implementation, version), as the local environment's brokers
+REPORT_BROKERS = {"kafka": ("apache-kafka", "4.1.1"), "pulsar": ("apache-pulsar", "4.0.7"),
+                  "rabbitmq": ("rabbitmq", "3.10.8")}
+
+
 def write_report_run(run_dir: str | Path, workload: str = "1-topic-16-partitions-1kb",
                      brokers: Sequence[str] = ("kafka", "pulsar", "rabbitmq"),
                      variants: Sequence[str] = ("fsync-off", "fsync-on"), sweep: bool = True) -> Path:
@@ -517,8 +524,10 @@ def write_report_run(run_dir: str | Path, workload: str = "1-topic-16-partitions
                 status = PARTIAL
             summary.append({
                 "workload": workload, "broker": broker, "driver": BROKER_DRIVERS.get(broker, f"{broker}-latency"),
-                "variant": variant, "broker_implementation": f"{broker}-impl", "broker_version": f"{3 + b_i}.{v_i}.0",
+                "variant": variant, "broker_implementation": REPORT_BROKERS.get(broker, (f"{broker}-impl", ""))[0],
+                "broker_version": REPORT_BROKERS.get(broker, ("", f"{3 + b_i}.{v_i}.0"))[1],
                 "durability_honoured": True, "client_library": BROKER_CLIENTS.get(broker, ("client", "1.0"))[0],
+                "client_library_version": BROKER_CLIENTS.get(broker, ("client", "1.0"))[1],
                 "target_rate_msg_s": 1000.0, "publish_rate_msg_s": 1000.0 - 3.5 * b_i - v_i,
                 "consume_rate_msg_s": 999.0 - 3.5 * b_i, "publish_error_rate_msg_s": 0.0,
                 "measured_seconds": 60.0, "workers": 2, "messages_sent": 60000,

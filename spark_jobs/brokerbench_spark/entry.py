@@ -18,7 +18,7 @@ import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
@@ -35,6 +35,7 @@ from .phase_tables import (
     phase_rows,
     provenance_row,
     sort_key,
+    summary_order,
 )
 from .reading import raw_member, read_tasks, worker_files, worker_pattern
 from .schema import ALL_PERCENTILES, COMBO, NoMeasuredData
@@ -54,10 +55,15 @@ def build_session(app_name: str = "brokerbench-aggregate") -> SparkSession:
     return builder.getOrCreate()
 
 
-def _by_run(rows: list[dict], keys: Sequence[str]) -> dict[int, list[dict]]:
-    """Rows split by run, each run's sorted by ``keys`` (nulls first, as Spark sorts), without the ``run`` key."""
+def _by_run(rows: list[dict], keys: Sequence[str], order: Callable[[dict], tuple] | None = None
+            ) -> dict[int, list[dict]]:
+    """Rows split by run, each run's sorted by ``keys`` (nulls first, as Spark sorts) or by ``order``, without
+    the ``run`` key."""
+    def key(r: dict) -> tuple:
+        return (r["run"], order(r)) if order else sort_key([r["run"], *[r[k] for k in keys]])
+
     out: dict[int, list[dict]] = defaultdict(list)
-    for r in sorted(rows, key=lambda r: sort_key([r["run"], *[r[k] for k in keys]])):
+    for r in sorted(rows, key=key):
         r = dict(r)
         run = r.pop("run")
         out[run].append(r)
@@ -157,7 +163,7 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
         finished += [finish_summary(part, provenance.get((part["broker"], part["variant"])),
                                     contention.get(phase_label(part["workload"], part["driver"], part["variant"])))
                      for part in by_table["summary"] if part["run"] == run]
-    tables.summary = _by_run(finished, COMBO)
+    tables.summary = _by_run(finished, COMBO, summary_order)
     tables.quantiles = _by_run([q for q in by_table["quantiles"] if q["run"] in measured], [*COMBO, "metric"])
     tables.omb_series = _by_run([o for o in by_table["omb"] if o["run"] in measured], [*COMBO, "window"])
     return tables

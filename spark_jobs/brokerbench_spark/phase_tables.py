@@ -171,6 +171,41 @@ def sort_key(values: Sequence) -> tuple:
     return tuple((v is not None, v if v is not None else 0) for v in values)
 
 
+#: a version number: an optional "v", dot-separated numbers, then anything (a pre-release, a package revision)
+_RELEASE = re.compile(r"[vV]?(\d+(?:\.\d+)*)(.*)", re.S)
+#: what makes the rest of a version a pre-release of its numbers (4.0.0-rc1, 3.0.0.dev2, 2.8.0-SNAPSHOT)
+_PRE_RELEASE = re.compile(r"[-_.+~]?(dev|alpha|a|beta|b|c|pre|preview|rc|m|milestone|snapshot)(?![a-z])", re.I)
+_TOKENS = re.compile(r"\d+|[A-Za-z]+")
+
+
+def version_key(version: object) -> tuple:
+    """Sort key of a broker version, older to newer: release numbers compared as numbers (3.9.1 < 3.10.0 <
+    4.1.1), a pre-release before its release, a package revision after it, text that is no version number
+    after every number, None first. The same function as brokerbench.changepoint.version_key (this package
+    imports nothing of brokerbench; a unit test keeps the two the same)."""
+    if version is None:
+        return (0,)
+    text = str(version).strip()
+    m = _RELEASE.fullmatch(text)
+    if m is None:
+        return (2, text.lower(), text)
+    release = tuple(int(x) for x in m.group(1).split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]
+    rest = m.group(2)
+    rank = 1 if not rest else 0 if _PRE_RELEASE.match(rest) else 2
+    tokens = tuple((0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in _TOKENS.findall(rest))
+    return (1, release, rank, tokens, text)
+
+
+def summary_order(row: dict) -> tuple:
+    """The order of summary rows (docs/aggregation-and-report.md): by broker, implementation, version in version
+    order (so the rows of two versions of a broker are adjacent, the older first), variant, workload and driver;
+    nulls first."""
+    return (*sort_key([row.get("broker"), row.get("broker_implementation")]), version_key(row.get("broker_version")),
+            *sort_key([row.get("variant"), row.get("workload"), row.get("driver")]))
+
+
 # -- the merged histograms ----------------------------------------------------------------------
 
 
@@ -669,11 +704,14 @@ def phase_label(workload, driver, variant) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]", "_", "__".join(_present([workload, driver, variant, "measure"])))
 
 
+#: the summary's first columns: what ran (broker, its implementation and version, the client library and its
+#: version), then the rest of the row's identity (COMBO)
+SUMMARY_FIRST = ["broker", "broker_implementation", "broker_version", "client_library", "client_library_version",
+                 "variant", "workload", "driver"]
 #: the summary's columns, in order (docs/aggregation-and-report.md)
 SUMMARY_COLUMNS = [
-    *COMBO,
-    "broker_implementation", "broker_version", "durability_honoured", "durability_note", "durability_settings",
-    "client_library", "client_library_version", "brokerbench_version", "client_hosts",
+    *SUMMARY_FIRST,
+    "durability_honoured", "durability_note", "durability_settings", "brokerbench_version", "client_hosts",
     "message_size_bytes", "topics", "partitions_per_topic", "producers", "consumers",
     "target_rate_msg_s", "publish_rate_msg_s", "send_rate_msg_s", "consume_rate_msg_s", "publish_error_rate_msg_s",
     "measured_seconds", "interval_s", "workers", "intervals",

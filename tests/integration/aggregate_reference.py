@@ -1,6 +1,9 @@
 # The aggregation job as it was before the rework into spark_jobs/brokerbench_spark (commit
 # ba99ce782da241d1ceea687a0d4e42eccca471ec, spark_jobs/aggregate.py), kept unchanged as the reference of
-# tests/integration/test_aggregate_equality.py: the new job must write the same tables.
+# tests/integration/test_aggregate_equality.py: the new job must write the same tables. One change since: the
+# summary's columns and rows in the order the job writes them now (what ran first: broker, implementation,
+# version, client library; rows by broker, implementation, version, variant, workload, driver; the job sorts
+# versions as version numbers, this reference as text: the same order for the versions of the test's runs).
 # Not used by the pipeline.
 """Aggregate one brokerbench run: merge worker histograms, write summary tables.
 
@@ -578,10 +581,10 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
     )
 
     summary = summary.select(
-        *COMBO,
-        "broker_implementation", "broker_version",
+        "broker", "broker_implementation", "broker_version", "client_library", "client_library_version",
+        "variant", "workload", "driver",
         "durability_honoured", "durability_note", "durability_settings",
-        "client_library", "client_library_version", "brokerbench_version", "client_hosts",
+        "brokerbench_version", "client_hosts",
         "message_size_bytes", "topics", "partitions_per_topic", "producers", "consumers",
         "target_rate_msg_s",
         rate("messages_acked").alias("publish_rate_msg_s"),
@@ -604,7 +607,7 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         "host_foreign_cpu_mean_percent",
         "invalid_reasons",
         "status",
-    ).orderBy(*COMBO)
+    ).orderBy("broker", "broker_implementation", "broker_version", "variant", "workload", "driver")
 
     # -- per interval -------------------------------------------------------------------
     interval_counters = intervals.groupBy(*interval_keys).agg(

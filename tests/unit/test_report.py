@@ -208,8 +208,13 @@ def test_report_without_summary(tmp_path):
 def test_text_summary(run_dir):
     out = render_text_summary(run_dir)
     lines = out.splitlines()
-    assert any(line.startswith("workload") and "publish_latency_p99_ms" in line for line in lines)
-    assert sum(1 for line in lines if line.startswith("1-topic-1-partition-1kb")) == 3
+    # what ran first (broker, implementation and version, client library and version), then the figures
+    assert lines[1].split()[:5] == ["broker", "implementation", "client", "variant", "workload"]
+    assert "publish_latency_p99_ms" in lines[1]
+    assert [line.split()[:7] for line in lines[3:6]] == [
+        ["kafka", "tansu", "0.5.1", "kafka-python", "3.0.12", "default", "1-topic-1-partition-1kb"],
+        ["kafka", "tansu", "0.5.1", "kafka-python", "3.0.12", "fsync", "1-topic-1-partition-1kb"],
+        ["pulsar", "pulsar-lite", "0.2.0", "pulsar-client", "3.13.0", "default", "1-topic-1-partition-1kb"]]
     assert any("WARNING durability" in line and "fsync" in line and "cannot honour" in line for line in lines)
     assert any(line.startswith("WARNING") and "partial" in line for line in lines)
 

@@ -38,12 +38,19 @@ def test_the_headline_comes_first_then_one_compact_table_per_workload(report):
     assert key.count('<table class="key">') == 1 and '<h2 class="workload">1-topic-16-partitions-1kb</h2>' in key
     headers = re.findall(r"<th[^>]*>(.*?)</th>", key.split("</thead>")[0])
     assert [re.sub(r"<[^>]+>", " ", h).split() for h in headers] == [
-        ["broker"], ["variant"], ["publish", "p50", "[ms]"], ["publish", "p99", "[ms]"], ["end-to-end", "p99", "[ms]"],
-        ["achieved", "rate", "[msg/s]"], ["status"], ["verdicts", "of", "this", "run"]]
-    rows = re.findall(r"<tr(?: class=\"(\w+)\")?><td>(\w+)</td>\s*<td>([\w-]+)", key)
-    assert [(b, v, cls) for cls, b, v in rows] == [
-        ("kafka", "fsync-off", ""), ("kafka", "fsync-on", "invalid"), ("pulsar", "fsync-off", "partial"),
-        ("pulsar", "fsync-on", ""), ("rabbitmq", "fsync-off", ""), ("rabbitmq", "fsync-on", "")]
+        ["broker"], ["implementation,", "version"], ["client", "library"], ["variant"], ["publish", "p50", "[ms]"],
+        ["publish", "p99", "[ms]"], ["end-to-end", "p99", "[ms]"], ["achieved", "rate", "[msg/s]"], ["status"],
+        ["verdicts", "of", "this", "run"]]
+    # each row says what ran: the broker's implementation and version, the client library
+    rows = re.findall(r'<tr(?: class="(\w+)")?><td>(\w+)</td>\s*<td class="what">([^<]*)</td>'
+                      r'<td class="what">([^<]*)</td>\s*<td>([\w-]+)', key)
+    assert [(b, impl, client, v, cls) for cls, b, impl, client, v in rows] == [
+        ("kafka", "apache-kafka 4.1.1", "kafka-python 3.0.12", "fsync-off", ""),
+        ("kafka", "apache-kafka 4.1.1", "kafka-python 3.0.12", "fsync-on", "invalid"),
+        ("pulsar", "apache-pulsar 4.0.7", "pulsar-client 3.13.0", "fsync-off", "partial"),
+        ("pulsar", "apache-pulsar 4.0.7", "pulsar-client 3.13.0", "fsync-on", ""),
+        ("rabbitmq", "rabbitmq 3.10.8", "pika 1.4.4", "fsync-off", ""),
+        ("rabbitmq", "rabbitmq 3.10.8", "pika 1.4.4", "fsync-on", "")]
     # figures with their units' precision, the achieved rate of its target
     assert '<td class="num">3.60</td>' in key and '1,000 <span class="of">of 1,000</span>' in key
 
@@ -58,7 +65,7 @@ def test_a_reason_appears_once_and_the_verdicts_are_this_runs(report):
     visible = re.sub(r'title="[^"]*"', "", key)  # what the screen shows, tooltips aside
     assert visible.count("foreign load") == 1 and visible.count("has no end record") == 1
     chips = {(b, v): re.findall(r'<span class="chip (\w+)">([^<]+)</span>', c)
-             for b, v, c in re.findall(r"<tr[^>]*><td>(\w+)</td>\s*<td>(fsync-\w+).*?<td class=\"verdicts\">(.*?)</td>",
+             for b, v, c in re.findall(r"<tr[^>]*><td>(\w+)</td>.*?<td>(fsync-\w+).*?<td class=\"verdicts\">(.*?)</td>",
                                        key, re.S)}
     assert chips[("kafka", "fsync-off")] == [("bad", "regressed: publish p99 +32.0 %"), ("plain", "unchanged: 3 metrics")]
     assert chips[("kafka", "fsync-on")] == [("notjudged", "not judged: invalid")]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from brokerbench.changepoint import version_key
 from brokerbench.history import read_history
 from brokerbench.trials import combine
 
@@ -102,6 +103,36 @@ def read_json(path: Path) -> Any:
         return None
 
 
+def summary_order(row: Mapping[str, Any]) -> tuple:
+    """The order of a run's rows wherever the report lists them, as the aggregation writes summary.csv: broker,
+    implementation, version in version order (the rows of two versions of a broker adjacent, the older first),
+    variant, workload, driver."""
+    def text(column: str) -> str:
+        return "" if row.get(column) is None else str(row.get(column))
+    return (text("broker"), text("broker_implementation"), version_key(row.get("broker_version")), text("variant"),
+            text("workload"), text("driver"))
+
+
+def _joined(*values: Any) -> str | None:
+    present = [str(v) for v in values if v is not None and str(v) != ""]
+    return " ".join(present) or None
+
+
+def implementation_text(row: Mapping[str, Any]) -> str | None:
+    """What served the row: its broker implementation and version, e.g. "apache-kafka 4.1.1" (None: not
+    recorded)."""
+    return _joined(row.get("broker_implementation"), row.get("broker_version"))
+
+
+def client_text(row: Mapping[str, Any]) -> str | None:
+    """The client library the row's workers ran and its version, e.g. "confluent-kafka 2.16.1" (several,
+    comma-joined, as the summary lists them; None: not recorded), with the load engine that ran it in
+    parentheses when the row names one (a ``client_engine`` column: none yet, the library's name says it)."""
+    text = _joined(row.get("client_library"), row.get("client_library_version"))
+    engine = row.get("client_engine")
+    return f"{text} ({engine})" if text and engine not in (None, "") else text
+
+
 def as_bool(value: Any) -> bool | None:
     if isinstance(value, bool):
         return value
@@ -168,6 +199,7 @@ class RunData:
 def load_run(run_dir: str | Path, history_root: str | Path | None = None) -> RunData:
     run_dir = Path(run_dir)
     summary_columns, summary = read_table(run_dir / "summary" / "summary.csv")
+    summary.sort(key=summary_order)  # summaries written before the aggregation sorted them so
     _, timeseries = read_table(run_dir / "summary" / "timeseries.csv")
     plan = read_json(run_dir / "plan.json")
     if not isinstance(plan, dict):

@@ -25,7 +25,7 @@ from brokerbench.trials import spread_columns, trials_of
 from brokerbench.util import text_table, write_atomic
 
 from .charts import series_by_combo
-from .data import RunData, column_label, column_unit, load_run
+from .data import RunData, client_text, column_label, column_unit, implementation_text, load_run, summary_order
 from .figures import (
     Line,
     Panel,
@@ -45,7 +45,8 @@ __all__ = ["build_report", "format_value", "render_html", "render_text_summary"]
 
 #: the compact results table (full table below it has every column)
 KEY_COLUMNS = [
-    "workload", "broker", "variant", "broker_implementation", "broker_version", "target_rate_msg_s",
+    "broker", "broker_implementation", "broker_version", "client_library", "client_library_version", "variant",
+    "workload", "target_rate_msg_s",
     "publish_rate_msg_s", "consume_rate_msg_s", "publish_error_rate_msg_s",
     "publish_latency_p50_ms", "publish_latency_p99_ms", "publish_latency_p999_ms", "publish_latency_max_ms",
     "e2e_latency_avg_ms", "e2e_latency_p50_ms", "e2e_latency_p99_ms", "e2e_latency_max_ms",
@@ -56,11 +57,17 @@ KEY_COLUMNS = [
 OUTCOME_CSS = {Outcome.NO_REGRESSION: "good", Outcome.REGRESSION: "bad", Outcome.FAILED: "bad",
                Outcome.NOT_JUDGED: "unjudged"}
 
+#: the terminal summary's columns (render_text_summary): what ran first - broker, "implementation" (its
+#: implementation and version, e.g. "apache-kafka 4.1.1") and "client" (the client library and its version) -
+#: then summary.csv's columns of that name
 TEXT_COLUMNS = [
-    "workload", "broker", "variant", "target_rate_msg_s", "publish_rate_msg_s", "consume_rate_msg_s",
-    "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_avg_ms", "e2e_latency_p99_ms",
-    "publish_delay_p99_us", "status",
+    "broker", "implementation", "client", "variant", "workload", "target_rate_msg_s", "publish_rate_msg_s",
+    "consume_rate_msg_s", "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_avg_ms",
+    "e2e_latency_p99_ms", "publish_delay_p99_us", "status",
 ]
+#: the terminal summary's columns that are not summary.csv's own: each from the row
+TEXT_DERIVED: dict[str, Callable[[Mapping[str, Any]], Any]] = {"implementation": implementation_text,
+                                                                "client": client_text}
 
 
 def _combo_label(data: RunData, row: dict[str, Any], with_driver: bool) -> str:
@@ -143,17 +150,19 @@ VERDICT_ORDER: list[str] = [Judgement.REGRESSED, Judgement.IMPROVED, Judgement.U
 
 
 def key_figures_section(data: RunData) -> list[dict[str, Any]]:
-    """The first screen: per workload, one compact row per broker x variant (trials combined) with its
-    headline figures, a status badge and this run's verdicts. A reason for a status that is not ok is a
-    footnote of the table, once per distinct reason (each badge's tooltip has its row's own status text)."""
+    """The first screen: per workload, one compact row per broker x variant (trials combined) saying what ran
+    (the broker's implementation and version, the client library and its version) with its headline figures,
+    a status badge and this run's verdicts; rows in summary order (broker, implementation, version in version
+    order, variant: two versions of a broker adjacent, the older first). A reason for a status that is not ok
+    is a footnote of the table, once per distinct reason (each badge's tooltip has its row's own status
+    text)."""
     with_driver = _with_driver(data)
     verdicts = _verdicts(data)
     out = []
     for workload in sorted({str(r.get("workload")) for r in data.combined}):
         notes: list[str] = []
         rows = []
-        for row in sorted((r for r in data.combined if str(r.get("workload")) == workload),
-                          key=lambda r: (str(r.get("broker")), str(r.get("variant")), str(r.get("driver")))):
+        for row in sorted((r for r in data.combined if str(r.get("workload")) == workload), key=summary_order):
             kind = status_kind(row)
             note = 0
             if kind not in ("ok", ""):
@@ -164,7 +173,9 @@ def key_figures_section(data: RunData) -> list[dict[str, Any]]:
             d = data.durability(str(row.get("broker")), str(row.get("variant")), row)
             rows.append({
                 "broker": str(row.get("broker")) + (f" ({row.get('driver')})" if with_driver else ""),
-                "variant": row.get("variant"), "not_honoured": d.get("honoured") is False,
+                "implementation": implementation_text({"broker_implementation": d.get("implementation"),
+                                                       "broker_version": d.get("version")}),
+                "client": client_text(row), "variant": row.get("variant"), "not_honoured": d.get("honoured") is False,
                 "honoured_note": d.get("note") or "", "trials": trials_text(row),
                 "cells": [row.get(c) for c, _ in KEY_FIGURES], "target": row.get("target_rate_msg_s"),
                 "kind": kind or "unknown", "status": str(row.get("status") or ""), "note": note,
@@ -775,17 +786,22 @@ def build_report(run_dir: str | Path, history_root: str | Path | None = None,
 
 
 def render_text_summary(run_dir: str | Path) -> str:
-    """The summary as plain text for task logs: key columns, then warnings."""
+    """The summary as plain text for task logs and the command line's end of a run: one line per row in summary
+    order, what ran first (:data:`TEXT_COLUMNS`: broker, implementation and version, client library and
+    version), then the key figures and the status; then warnings and verdicts."""
     data = load_run(run_dir)
     if not data.summary:
         return f"brokerbench: no summary in {Path(run_dir) / 'summary' / 'summary.csv'}"
-    columns = [c for c in TEXT_COLUMNS if c in data.summary_columns]
-    out = [_title(data), text_table(columns, [[format_value(r.get(c)) for c in columns] for r in data.summary])]
+    columns = [c for c in TEXT_COLUMNS if c in TEXT_DERIVED or c in data.summary_columns]
+
+    def cells(row: Mapping[str, Any]) -> list[str]:
+        return [format_value(TEXT_DERIVED[c](row) if c in TEXT_DERIVED else row.get(c)) for c in columns]
+
+    out = [_title(data), text_table(columns, [cells(r) for r in data.summary])]
     with_trials = [r for r in data.combined if r.get("trials")]
     if with_trials:
         out.append("Trials combined (the run's value per metric: median of the valid trials; docs/analytics.md):")
-        out.append(text_table(columns + ["trials"], [[format_value(r.get(c)) for c in columns] + [trials_text(r)]
-                                                     for r in with_trials]))
+        out.append(text_table(columns + ["trials"], [cells(r) + [trials_text(r)] for r in with_trials]))
     for w in durability_warnings(data):
         out.append(f"WARNING durability: {w}")
     for r in data.summary:
