@@ -14,8 +14,8 @@ FAILED = "Task failed with exception"
 
 
 def failed_tasks(text: str, keep: int = 120, width: int = 600) -> str:
-    """Each failed try's section of the log (its last ``keep`` lines, each cut at ``width`` characters; the run's own outcome task left out),
-    or '' when no task failed."""
+    """Each failed try's section of the log (its last ``keep`` lines, each cut at ``width`` characters; the
+    run's own outcome task left out), or '' when no task failed."""
     tries: list[tuple[str, list[str]]] = []
     inside = False
     for line in text.splitlines():
