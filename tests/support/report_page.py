@@ -20,13 +20,26 @@ window.addEventListener("load", function () {
   var tables = Array.from(document.querySelectorAll("table.key"));
   var rows = Array.from(document.querySelectorAll("table.key tbody tr"));
   var headline = document.querySelector(".headline");
+  var first = function (selector) { var el = document.querySelector(selector); return el ? box(el) : null; };
+  var firstScreen = {firstTable: first("table"), firstChanges: first("ul.changes")};
+  // then every folded part opened: no table of the page may need sideways scrolling either
+  var folded = Array.from(document.querySelectorAll("details")).filter(function (d) { return !d.open; });
+  folded.forEach(function (d) { d.open = true; });
+  var overflowing = Array.from(document.querySelectorAll("div.scroll"))
+    .filter(function (d) { return d.scrollWidth > d.clientWidth + 1; })
+    .map(function (d) { return {scrollWidth: d.scrollWidth, clientWidth: d.clientWidth,
+                                 head: (d.querySelector("thead") || d).textContent.slice(0, 120)}; });
+  var pageScrollWidth = doc.scrollWidth;
+  folded.forEach(function (d) { d.open = false; });  // the screenshot shows the first screen as it opens
   var out = document.createElement("pre");
   out.id = "layout-check";
   out.textContent = JSON.stringify({
     scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth, innerWidth: window.innerWidth,
     innerHeight: window.innerHeight, keyTables: tables.map(box),
     tallestRow: Math.max.apply(null, rows.map(function (r) { return r.getBoundingClientRect().height; })),
-    headline: headline ? box(headline) : null,
+    headline: headline ? box(headline) : null, firstTable: firstScreen.firstTable,
+    firstChanges: firstScreen.firstChanges, overflowing: overflowing,
+    pageScrollWidth: pageScrollWidth,
     plotlyLoaded: typeof window.Plotly === "object",
     figures: document.querySelectorAll("div.plotly-graph-div").length,
     drawn: Array.from(document.querySelectorAll("div.plotly-graph-div"))
@@ -56,8 +69,11 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def first_screen(report: Path, screenshot: Path, window: tuple[int, int] = (1400, 900)) -> dict[str, Any]:
-    """Open a copy of the report with :data:`LAYOUT_PROBE` in headless Chromium at ``window`` and return what
-    the probe measured; ``screenshot``: the window as Chromium drew it."""
+    """Open a copy of the page (a run report or a comparison) with :data:`LAYOUT_PROBE` in headless Chromium at
+    ``window`` and return what the probe measured: the first screen as drawn (scrollWidth, clientWidth,
+    keyTables, firstTable, firstChanges, headline, tallestRow, figures drawn), then, with every ``<details>``
+    opened, the ``div.scroll`` boxes whose table needs sideways scrolling (overflowing) and the page's width
+    (pageScrollWidth); ``screenshot``: the window as Chromium drew it (the details folded again)."""
     probed = report.with_name(report.stem + ".probed.html")
     probed.write_text(report.read_text().replace("</body>", LAYOUT_PROBE + "\n</body>"))
     dom = chromium(probed.as_uri(), screenshot, budget_ms=5000, window=window)

@@ -211,7 +211,10 @@ def test_comparison_versions_and_brokers_side_by_side(results):
     for stat in ("avg", "p50", "p75", "p95", "p99", "p999", "p9999", "max"):
         assert f'title="publish_latency_{stat}_ms"' in text and f'title="e2e_latency_{stat}_ms"' in text
     assert "Versions of one broker" in text and "Brokers side by side" in text
-    assert text.count("<img ") == 4  # p99 publish and e2e trend per broker track
+    # interactive charts per broker track: p99 publish and e2e by version, and by run time (runs over days)
+    assert "<img " not in text
+    assert sorted(plotly_figures(text)) == [f"t{i}-{c}" for i in (0, 1) for c in (
+        "by-version-e2e_latency_p99_ms", "by-version-publish_latency_p99_ms", "over-time")]
 
 
 def test_comparison_labels_version_differences_significant_or_not(tmp_path):

@@ -16,6 +16,7 @@ from brokerbench.report.verdict_table import write_verdicts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_results import history_row, write_history_rows  # noqa: E402
+from support.report_page import plotly_figures  # noqa: E402
 
 REASONS = ("client-bound: client process CPU 97 % (>= 85 %: about one core is the ceiling of one Python process); "
            "contended: another brokerbench run (/srv/bb/state/other) on localhost during the phase "
@@ -87,7 +88,8 @@ def test_trends_and_comparison_leave_invalid_rows_out(tmp_path):
     html = out.read_text()
     assert "5 history rows of 5 runs" in html
     assert "Left out: 1 invalid row(s)" in html
-    assert "1458" not in html and "1,458" not in html
+    body = html.split("</head>", 1)[1]  # (plotly.js, in the head, has the digits 1458 somewhere)
+    assert "1458" not in body and "1,458" not in body
     # the run report's trends draw ok rows only and say how many runs were left out
     run = tmp_path / "runs" / "brokerbench_nightly" / "scheduled__2026-11-06"
     _write_summary(run)
@@ -96,19 +98,20 @@ def test_trends_and_comparison_leave_invalid_rows_out(tmp_path):
     assert "Rows whose status is invalid or partial are not drawn (1 run(s) with such rows)" in html
 
 
-def test_trends_draw_each_client_library_as_a_line_of_its_own(tmp_path, monkeypatch):
+def test_trends_draw_each_client_library_as_a_line_of_its_own(tmp_path):
     """Runs of one track through two client libraries are never one series (as the verdicts' baselines)."""
-    from brokerbench.report import compare
-
     root = tmp_path / "history"
     rows = [history_row(d, p99=4.0, client_library="kafka-python") for d in range(1, 4)]
     rows += [history_row(d, p99=1.0, client_library="confluent-kafka") for d in range(4, 6)]
     write_history_rows(root, rows)
-    drawn = []
-    monkeypatch.setattr(compare, "trend_chart_png", lambda title, label, series: drawn.append(series) or "")
-    build_comparison(root, tmp_path / "cmp")
-    assert drawn and all({(name, len(xs)) for name, xs, _ in series} == {
-        ("kafka 3.8.0 (confluent-kafka)", 2), ("kafka 3.8.0 (kafka-python)", 3)} for series in drawn)
+    figures = plotly_figures(build_comparison(root, tmp_path / "cmp").read_text())
+    by_version = [f for fid, f in figures.items() if "-by-version-" in fid]
+    assert len(by_version) == 2 and all({(t["name"], len(t["y"])) for t in f["data"]} == {
+        ("confluent-kafka: runs", 2), ("confluent-kafka: median of runs", 1), ("kafka-python: runs", 3),
+        ("kafka-python: median of runs", 1)} for f in by_version)
+    over_time = [f for fid, f in figures.items() if fid.endswith("-over-time")]
+    assert len(over_time) == 1 and {(t["name"], len(t["y"])) for t in over_time[0]["data"]} == {
+        ("3.8.0 (confluent-kafka)", 2), ("3.8.0 (kafka-python)", 3)}
     run = tmp_path / "runs" / "brokerbench_nightly" / "scheduled__2026-11-06"
     _write_summary(run)
     html = build_report(run, root).read_text()

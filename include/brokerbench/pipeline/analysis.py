@@ -173,8 +173,8 @@ def compare(results_root: str, out_name: str, environment: str | None = None,
     staging copy: the history is pulled (all of it: the comparison is of the whole history), the report is
     written there and pushed back.
     """
-    # the comparison draws with matplotlib: loaded in the compare task only
-    from brokerbench.report.compare import build_comparison, text_summary
+    # the comparison draws with Plotly: loaded in the compare task only
+    from brokerbench.report.compare import build_comparison, text_summary, version_changes_text
 
     local = staging_root(results_root)
     with synced(results_root, ["history/"], push=["comparisons/"]):
@@ -186,5 +186,6 @@ def compare(results_root: str, out_name: str, environment: str | None = None,
                 and (not brokers or r.get("broker") in brokers)]
     log.info("comparison (latest run per broker) of %d ok history rows read from %s:\n%s", len(rows),
              f"{results_root.rstrip('/')}/history", text_summary(rows))
+    log.info("versions of each broker, older -> newer:\n%s", version_changes_text(combine(rows)))
     log.info("comparison report: %s", path)
     return str(path)

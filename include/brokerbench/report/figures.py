@@ -1,9 +1,11 @@
-"""The run report's interactive charts (Plotly): hover values, zoom, legend entries that hide a line on click.
+"""The interactive charts (Plotly) of the run report and the comparison page: hover values, zoom, legend entries
+that hide a line on click.
 
-The report embeds plotly.js once (:func:`plotly_js`, in one inline ``<script>``) and every figure as a
+Each page embeds plotly.js once (:func:`plotly_js`, in one inline ``<script>``) and every figure as a
 ``<div>`` with its own small script (:func:`figure_html`), so the page works offline: nothing is fetched.
 
-Every line belongs to one broker x variant (or broker version). A line whose measurement is not valid
+Every line belongs to one broker x variant (or broker version, or client library: :func:`version_figure`,
+the comparison's metrics by broker version). A line whose measurement is not valid
 (status ``invalid`` or ``partial``) is drawn dashed and faint, and its legend name says so, e.g.
 ``kafka/fsync-on (invalid)``: such a figure is shown, never taken for a valid one. Legends sit below the
 plot area, never over the data.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any, Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -21,6 +24,8 @@ from markupsafe import Markup
 from plotly.colors import qualitative
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
+
+from brokerbench.changepoint import version_key
 
 #: line colours, one per broker x variant of a workload (the same in every chart of that workload)
 PALETTE = qualitative.Plotly + qualitative.D3
@@ -241,14 +246,72 @@ class Panel:
     log_y: bool = False
 
 
+@dataclass
+class VersionRuns:
+    """One line of a by-version chart: the runs of a track through one client library, each at its version."""
+
+    name: str
+    #: (broker version, value, hover text) of each run
+    runs: Sequence[tuple[str, float, str]]
+
+
+def version_figure(title: str, y_title: str, versions: Sequence[str], lines: Sequence[VersionRuns],
+                   log_y: bool = False) -> go.Figure:
+    """A metric by broker version: the x axis the versions in the order given (older to newer), evenly spaced
+    whenever each was measured; each run a small point (spread a little around its version, so runs of one
+    version never hide each other; the hover names the run), and per line a line through each version's median
+    of runs. Latency on a log axis when asked (and every value is positive)."""
+    index = {v: i for i, v in enumerate(versions)}
+    colours = colour_map([line.name for line in lines])
+    fig = go.Figure()
+    values: list[float] = []
+    for line in lines:
+        by_version: dict[str, list[tuple[float, str]]] = {}
+        for version, value, hover in line.runs:
+            if version in index:
+                by_version.setdefault(version, []).append((float(value), hover))
+        if not by_version:
+            continue
+        xs, ys, texts = [], [], []
+        for version, runs in by_version.items():
+            n = len(runs)
+            for k, (value, hover) in enumerate(runs):
+                xs.append(index[version] + (0.0 if n == 1 else 0.24 * (k / (n - 1) - 0.5)))
+                ys.append(value)
+                texts.append(f"{version}: {hover}")
+        values += ys
+        colour = colours[line.name]
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, text=texts, name=f"{line.name}: runs", legendgroup=line.name, mode="markers",
+            marker={"size": 6, "color": colour, "opacity": 0.55},
+            hovertemplate="<b>%{fullData.name}</b><br>%{text}<br>" + y_title + ": %{y:,.4~g}<extra></extra>"))
+        medians = sorted((index[v], median([value for value, _ in runs]), v, len(runs))
+                         for v, runs in by_version.items())
+        fig.add_trace(go.Scatter(
+            x=[m[0] for m in medians], y=[m[1] for m in medians], name=f"{line.name}: median of runs",
+            legendgroup=line.name, mode="lines+markers", text=[f"{m[2]}: median of {m[3]} run(s)" for m in medians],
+            line={"color": colour, "width": 2}, marker={"size": 9, "color": colour, "symbol": "diamond"},
+            hovertemplate="<b>%{fullData.name}</b><br>%{text}<br>" + y_title + ": %{y:,.4~g}<extra></extra>"))
+    _layout(fig, title, "broker version (older → newer)", y_title)
+    fig.update_xaxes(tickvals=list(range(len(versions))), ticktext=list(versions),
+                     range=[-0.5, max(len(versions), 1) - 0.5], showgrid=False)
+    if log_y and values and all(v > 0 for v in values):
+        fig.update_yaxes(type="log", **_log_ticks(values))
+    else:
+        fig.update_yaxes(rangemode="tozero")
+    if not values:
+        _no_data(fig)
+    return fig
+
+
 def track_figure(title: str, panels: Sequence[Panel]) -> go.Figure:
     """Small multiples of one track, one panel per metric over a shared run-time axis; change points as red
     dashed vertical lines labelled with their size; latency panels on a log axis (so one spiking run does not
     flatten the others)."""
     n = max(1, len(panels))
     fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=0.06)
-    versions = sorted({name for p in panels for name, _, _ in p.series})
-    colours = colour_map(versions)
+    versions = sorted({name for p in panels for name, _, _ in p.series}, key=version_key)  # legend: older first
+    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(versions)}
     drawn: list[_dt.datetime] = []
     for row, panel in enumerate(panels, start=1):
         values: list[float] = []
