@@ -61,6 +61,20 @@ def test_instance_counts(counts, field, text):
     assert e.field == field and text in str(e)
 
 
+def test_the_trigger_form_and_the_settings_check_share_one_instance_bound():
+    """spec/bounds.py's MAX_INSTANCES_PER_ROLE: the form offers up to it, the check accepts it and refuses one more."""
+    from brokerbench.spec import bounds
+    from brokerbench.spec.params import PARAMS
+
+    n = int(bounds.MAX_INSTANCES_PER_ROLE.value)
+    form = next(p for p in PARAMS if p.name == "instance_counts").schema
+    assert isinstance(form, dict) and {form["properties"][r]["maximum"] for r in ("broker", "metadata", "client")} == {n}
+    check_settings({**BASE, "cost_cap_usd": 100_000, "instance_counts": {"broker": n, "client": 1}}, ["rabbitmq"],
+                   merged=False)
+    e = refused({"cost_cap_usd": 100_000, "instance_counts": {"broker": n + 1, "client": 1}}, brokers=["rabbitmq"])
+    assert e.field == "params.instance_counts.broker" and f"between 0 and {n}" in str(e)
+
+
 def test_a_count_from_the_suite_names_the_suites_setting():
     e = refused({"counts": {"broker": 0, "client": 1}}, params={})
     assert e.field == "environmentSettings.counts.broker"

@@ -122,7 +122,8 @@ CASES: dict[str, Case] = {
 #: bounds on products of fields, or on a payload file's size: tested one by one below
 SPECIAL = {"workload.topics x partitionsPerTopic",
            "workload.topics x (producersPerTopic + subscriptionsPerTopic x consumerPerSubscription)",
-           "workload.randomizedPayloadPoolSize x messageSize", "workload.payloadFile (its size)"}
+           "workload.randomizedPayloadPoolSize x messageSize", "workload.payloadFile (its size)",
+           "params.instance_counts", "aws.counts"}
 
 BOUNDED = [(b, f) for b in bounds.ALL for f in b.fields if f not in SPECIAL]
 IDS = [f for _, f in BOUNDED]

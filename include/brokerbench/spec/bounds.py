@@ -184,6 +184,11 @@ MAX_TRIALS = Bound(
     "measured phases per workload, back to back, each a full test duration (the same value as the run "
     "param's bound, spec/params.py's MAX_TRIALS)")
 
+MAX_INSTANCES_PER_ROLE = Bound(
+    "MAX_INSTANCES_PER_ROLE", 30, "instances", ("params.instance_counts", "aws.counts"),
+    "EC2 instances of one role in one run: a typo (300 for 3) is refused before anything is billed; no seed "
+    "workload needs more than a few dozen")
+
 #: every bound, in the order docs/specs.md lists them
 ALL: tuple[Bound, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Bound))
 

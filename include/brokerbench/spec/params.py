@@ -68,8 +68,8 @@ MAX_RATE_MSG_S = int(bounds.MAX_PRODUCER_RATE.value)
 MAX_INTERVAL_SECONDS = int(bounds.MAX_INTERVAL_SECONDS.value)
 #: the most earlier runs a verdict may need before it judges: more than a year of nightly runs
 MAX_MIN_RUNS = 1000
-#: aws: the most instances per role, and the highest cost cap (USD) a run may state
-MAX_INSTANCES_PER_ROLE = 100
+#: aws: the most instances per role (the settings check's bound too), and the highest cost cap (USD) a run may state
+MAX_INSTANCES_PER_ROLE = int(bounds.MAX_INSTANCES_PER_ROLE.value)
 MAX_COST_CAP_USD = 100_000
 
 

@@ -14,6 +14,7 @@ from typing import Any, NoReturn, Protocol
 
 from pydantic import ValidationError
 
+from ...spec import bounds
 from ...spec.errors import SpecError
 from ..base import EnvironmentFailure
 from ..settings import AwsSettings, defaults
@@ -26,8 +27,8 @@ DEFAULTS: dict[str, Any] = defaults(AwsSettings)
 
 #: aws settings that are also run params (``brokerbench.spec.params.ENVIRONMENT_PARAMS``): errors name them ``params.<key>``
 PARAM_SETTINGS = ("broker_versions", "instance_types", "instance_counts", "cost_cap_usd", "tuning_profile")
-#: at most this many instances per role (a typo such as 30 instead of 3 is refused, not billed)
-MAX_INSTANCES_PER_ROLE = 30
+#: at most this many instances per role (spec/bounds.py, the run params' bound too)
+MAX_INSTANCES_PER_ROLE = int(bounds.MAX_INSTANCES_PER_ROLE.value)
 
 
 class AwsSettingsError(SpecError, EnvironmentFailure):
