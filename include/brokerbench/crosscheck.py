@@ -550,8 +550,15 @@ def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float 
 
 
 def library_version(library: str) -> str:
-    """The installed version of a client library (its distribution has the library's name)."""
+    """The installed version of a client library (its distribution has the library's name); the JVM engine's
+    (e.g. pulsar-client-java) is the Java client's version its pom pins."""
     from importlib import metadata
+
+    from .worker import jvm
+
+    for broker, (lib, _) in jvm.JVM_LIBRARIES.items():
+        if lib == library:
+            return jvm.library_version(broker)
     try:
         return metadata.version(library)
     except metadata.PackageNotFoundError:

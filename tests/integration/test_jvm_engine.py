@@ -25,7 +25,9 @@ import pytest
 from brokerbench.histogram import LogHistogram
 from brokerbench.worker import jvm
 from brokerbench.worker.runner import prepare_job, run_job
-from tests.integration.test_worker_measurement import make_job, merged, records
+from tests.integration.test_apache_brokers import growth_ms
+from tests.integration.test_local_environment import broker_state
+from tests.integration.test_worker_measurement import DelayProxy, make_job, merged, records
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "spark_jobs") not in sys.path:
@@ -47,17 +49,23 @@ def engine():
 
 @pytest.fixture(scope="module")
 def pulsar(tmp_path_factory, engine):
-    """Apache Pulsar standalone on loopback for the whole module (small heap), torn down at its end."""
+    """Apache Pulsar standalone on loopback for the whole module (small heap), torn down at its end; it advertises
+    a DelayProxy (no delay unless a test sets ``proxy.delay_s``), so that every client connection goes through it."""
     from brokerbench.environments.local import LocalEnvironment
 
     state = tmp_path_factory.mktemp("jvm-engine")
     env = LocalEnvironment("test_dag/manual__jvm_engine", {"state_dir": str(state / "state"), "disk_baseline_mb": 8,
                                                           "pulsar_heap_mb": 768})
     env.provision()
+    proxy = DelayProxy(lambda: broker_state(env, "pulsar")["ports"]["pulsar"], 0.0)
     try:
-        ep = env.deploy("pulsar", {"journalSyncData": False}, "fsync-off", {}).to_dict()
-        yield ep, state
+        ep = env.deploy("pulsar", {"journalSyncData": False, "internalListenerName": "internal",
+                                   "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
+                        "fsync-off", {}).to_dict()
+        ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"  # the lookup too goes through the proxy
+        yield ep, state, proxy
     finally:
+        proxy.close()
         env.teardown()
 
 
@@ -97,10 +105,11 @@ def test_its_histograms_are_the_python_workers(engine):
 def _phase(ep, state: Path, library: str, name: str, attempt: int) -> str:
     """A warm-up and a measured phase of one workload with ``library``: the measured file's path."""
     topic = f"jvm-{uuid.uuid4().hex[:8]}"
+    broker = ep["broker"]
     for phase, seconds in (("warmup", 2), ("measure", SECONDS)):
-        job = make_job("pulsar", ep, library, rate=RATE, duration_s=seconds, topic=topic, phase=phase,
+        job = make_job(broker, ep, library, rate=RATE, duration_s=seconds, topic=topic, phase=phase,
                        worker=f"{name}-{attempt}")
-        job["driver"] = {**job["driver"], "name": "pulsar-default"}
+        job["driver"] = {**job["driver"], "name": f"{broker}-default"}
         prepare_job(job)
         out = state / f"attempt-{attempt}" / "raw" / "t" / name / "fsync-off" / phase / f"{name}-{attempt}.jsonl"
         run_job(job, str(out), progress=print)
@@ -123,9 +132,15 @@ def _summary(path: str) -> dict:
 
 
 def test_the_python_driver_and_the_jvm_engine_aggregate_to_the_same_rows(pulsar):
-    ep, state = pulsar
+    ep, state, _ = pulsar
+    same_rows(ep, state, "pulsar-client", "pulsar-client-java")
+
+
+def same_rows(ep, state: Path, python_library: str, java_library: str) -> None:
+    """One workload with the Python driver and with the JVM engine: the same columns, publish rates within 1 %,
+    the engine's files as the Python worker's, its merged percentiles those of its intervals."""
     paths = {}
-    for lib in ("pulsar-client", "pulsar-client-java"):
+    for lib in (python_library, java_library):
         # of at most two measurements, the first whose producer kept its schedule (another process on the host
         # may hold the producer's thread past its last send time; the row's rate then says so, not the engine)
         for attempt in range(2):
@@ -133,14 +148,14 @@ def test_the_python_driver_and_the_jvm_engine_aggregate_to_the_same_rows(pulsar)
             if _kept_schedule(paths[lib]):
                 break
     rows = {lib: _summary(p) for lib, p in paths.items()}
-    py, java = rows["pulsar-client"], rows["pulsar-client-java"]
+    py, java = rows[python_library], rows[java_library]
     for lib, row in rows.items():
         print(lib, {k: row[k] for k in ("publish_rate_msg_s", "consume_rate_msg_s", "publish_latency_p50_ms",
                                          "publish_latency_p99_ms", "e2e_latency_p99_ms", "publish_delay_p99_us",
                                          "status")})
     assert list(py) == list(java)  # the same columns, in the same order
-    assert (java["client_library"], java["client_library_version"]) == ("pulsar-client-java",
-                                                                        jvm.library_version("pulsar"))
+    assert (java["client_library"], java["client_library_version"]) == (java_library,
+                                                                        jvm.library_version(ep["broker"]))
     assert java["messages_sent"] == java["messages_acked"] == java["messages_received"] == RATE * SECONDS
     assert py["messages_sent"] == py["messages_acked"] == py["messages_received"] == RATE * SECONDS
     assert abs(java["publish_rate_msg_s"] - py["publish_rate_msg_s"]) <= 0.01 * py["publish_rate_msg_s"], rows
@@ -148,9 +163,9 @@ def test_the_python_driver_and_the_jvm_engine_aggregate_to_the_same_rows(pulsar)
     assert [k for k in py if py[k] is not None and java[k] is None] == []
 
     # the engine's files: meta and end as the Python worker writes them, its engine and build named
-    recs = records(paths["pulsar-client-java"])
+    recs = records(paths[java_library])
     meta, end = recs[0], recs[-1]
-    py_recs = records(paths["pulsar-client"])
+    py_recs = records(paths[python_library])
     assert set(py_recs[0]) <= set(meta) and set(py_recs[-1]) <= set(end)
     assert set(py_recs[-1]["validity"]) == set(end["validity"])
     assert meta["engine"] == "jvm" and meta["engine_jar_sha256"] == jvm.manifest()["jar"]["sha256"]
@@ -165,3 +180,27 @@ def test_the_python_driver_and_the_jvm_engine_aggregate_to_the_same_rows(pulsar)
         suffix = "ms" if unit == 1000.0 else "us"
         for p in (50, 99):
             assert java[f"{column}_p{p}_{suffix}"] == pytest.approx(min(h.percentile(p), h.max) / unit), (field, p)
+
+
+def test_its_latency_grows_by_a_delay_injected_between_broker_and_clients(pulsar):
+    """test_apache_brokers' injected-delay test with the JVM engine: 50 ms on every broker-to-client byte. One phase
+    a side: the assertions are on the floors (the lowest latency of the phase), which load on the host does not
+    lower (the broker is warm from the tests before)."""
+    ep, state, proxy = pulsar
+    results = {}
+    try:
+        for name, delay in (("direct", 0.0), ("delayed", 0.050)):
+            proxy.delay_s = delay  # every connection the phase's engine opens carries it
+            job = make_job("pulsar", ep, "pulsar-client-java", rate=500, duration_s=3,
+                           topic=f"jvm-delay-{uuid.uuid4().hex[:8]}")
+            prepare_job(job)
+            out = state / f"delay-{name}.jsonl"
+            run_job(job, str(out), progress=lambda s: None)
+            got = {f: merged(records(out), f) for f in ("publish_latency_us", "e2e_latency_us")}
+            results[name] = {**got, "floor": {f: h.min for f, h in got.items()}}
+    finally:
+        proxy.delay_s = 0.0
+    pub, e2e = growth_ms("pulsar-client-java", results)
+    assert 45 <= pub <= 75, pub  # the receipt comes 50 ms later
+    assert 45 <= e2e <= 120, e2e  # and so does every pushed message
+    assert results["delayed"]["e2e_latency_us"].count == results["direct"]["e2e_latency_us"].count == 1500

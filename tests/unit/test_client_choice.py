@@ -77,7 +77,7 @@ def test_the_param_refuses_an_unknown_library_naming_the_field_and_the_allowed_o
         build_plan(load_suite("smoke"), {"client_libraries": {"kafka": "kafka-java"}})
     assert e.value.field == "client_libraries.kafka"
     assert str(e.value) == ("field 'client_libraries.kafka': 'kafka-java' is not a kafka client library; "
-                            "allowed: kafka-python, confluent-kafka")
+                            "allowed: kafka-python, confluent-kafka, kafka-clients-java ('java' for kafka-clients-java)")
     with pytest.raises(SpecError) as e:
         build_plan(load_suite("smoke"), {"client_libraries": {"activemq": "x"}})
     assert e.value.field == "client_libraries.activemq" and "supported brokers: kafka, pulsar, rabbitmq" in str(e.value)
@@ -88,7 +88,8 @@ def test_the_param_refuses_an_unknown_library_naming_the_field_and_the_allowed_o
     with pytest.raises(SpecError) as e:
         check_conf(load_suite("smoke"), {"client_libraries": {"kafka": "kafka-java"}})
     assert e.value.field == "client_libraries"
-    assert "'kafka-java' is not one of ['kafka-python', 'confluent-kafka'] (at client_libraries.kafka)" in str(e.value)
+    assert ("'kafka-java' is not one of ['kafka-python', 'confluent-kafka', 'kafka-clients-java', 'java'] "
+            "(at client_libraries.kafka)") in str(e.value)
 
 
 # -- precedence: param > suite > driver file > default -------------------------------------------------------
@@ -179,7 +180,7 @@ def test_a_rate_above_the_ceiling_of_the_chosen_library_is_warned_about():
         f"workload '{SEED_WORKLOAD}' on kafka (driver 'kafka-latency'): 50,000 msg/s per worker process is above "
         "kafka-python's measured ceiling of 8,320 msg/s (the rate it was measured to reach with a consumer in the "
         "same process; docs/benchmarks-harness.md, section 2): the client may fall behind the rate and measure "
-        "itself rather than the broker; choose confluent-kafka (param client_libraries {\"kafka\": "
+        "itself rather than the broker; choose confluent-kafka or kafka-clients-java (param client_libraries {\"kafka\": "
         "\"confluent-kafka\"}) or split the rate over more worker processes (environment setting worker_processes)")
     # the library that held 50,000 msg/s: no warning; above it, its own ceiling is named
     fast = {"client_libraries": {"kafka": "confluent-kafka"}}
@@ -307,9 +308,11 @@ def test_the_jvm_engine_is_chosen_like_a_library_by_its_name_or_java(tmp_path):
         assert pulsar.client_library == "pulsar-client-java"  # what the job carries and the rows record
     assert choose_client_library("pulsar", None, {"pulsar": "java"}, None) == "pulsar-client-java"
     assert choose_client_library("pulsar", None, None, "java") == "pulsar-client-java"  # a driver file's
-    with pytest.raises(SpecError, match="'java' is not a kafka client library"):
-        build_plan(load_suite("smoke"), {"client_libraries": {"kafka": "java"}})
-    cls = driver_class("pulsar", "pulsar-client-java")
-    # the runner hands its jobs to the JVM engine; the version is the one the engine's pom pins
-    assert cls.engine == "jvm" and cls.client_library_version == jvm.library_version("pulsar") == "4.0.7"
+    assert choose_client_library("kafka", {"kafka": "java"}, None, None) == "kafka-clients-java"
+    with pytest.raises(SpecError, match="'java' is not a rabbitmq client library"):
+        build_plan(load_suite("smoke"), {"client_libraries": {"rabbitmq": "java"}})
+    # the runner hands their jobs to the JVM engine; the versions are the ones the engine's pom pins
+    for broker, library, pinned in (("pulsar", "pulsar-client-java", "4.0.7"), ("kafka", "kafka-clients-java", "4.1.1")):
+        cls = driver_class(broker, library)
+        assert cls.engine == "jvm" and cls.client_library_version == jvm.library_version(broker) == pinned
     assert getattr(driver_class("pulsar", "pulsar-client"), "engine", None) is None

@@ -38,6 +38,7 @@ MAIN_CLASS = "brokerbench.jvm.Main"
 #: broker -> the JVM engine's client library (what result rows record) and the pom property of its version
 JVM_LIBRARIES: dict[str, tuple[str, str]] = {
     "pulsar": ("pulsar-client-java", "pulsar.version"),
+    "kafka": ("kafka-clients-java", "kafka.version"),
 }
 #: the JVM's options (BROKERBENCH_JVM_WORKER_OPTS replaces them): a small heap, the worker holds only
 #: histograms and the messages in flight

@@ -10,6 +10,8 @@ from brokerbench.worker.drivers.base import Driver
 DRIVERS = {
     ("kafka", "kafka-python"): "brokerbench.worker.drivers.kafka_python:KafkaPythonDriver",
     ("kafka", "confluent-kafka"): "brokerbench.worker.drivers.confluent:ConfluentKafkaDriver",
+    # the JVM engine (brokerbench.worker.jvm): the Java client, run in a JVM
+    ("kafka", "kafka-clients-java"): "brokerbench.worker.drivers.java:KafkaJavaDriver",
     ("pulsar", "pulsar-client"): "brokerbench.worker.drivers.pulsar_client:PulsarClientDriver",
     # the JVM engine (brokerbench.worker.jvm): the Java client, run in a JVM
     ("pulsar", "pulsar-client-java"): "brokerbench.worker.drivers.java:PulsarJavaDriver",

@@ -11,6 +11,7 @@ from typing_extensions import override
 
 from brokerbench.worker import jvm
 from brokerbench.worker.drivers.base import Consumer, Producer
+from brokerbench.worker.drivers.confluent import ConfluentKafkaDriver
 from brokerbench.worker.drivers.pulsar_client import PulsarClientDriver
 
 
@@ -24,6 +25,22 @@ class PulsarJavaDriver(PulsarClientDriver):
     engine = "jvm"
     client_library = jvm.JVM_LIBRARIES["pulsar"][0]
     client_library_version = jvm.library_version("pulsar")
+
+    @override
+    def create_producer(self, *_args: Any, **_kwargs: Any) -> Producer:
+        raise _not_here(self)
+
+    @override
+    def create_consumer(self, *_args: Any, **_kwargs: Any) -> Consumer:
+        raise _not_here(self)
+
+
+class KafkaJavaDriver(ConfluentKafkaDriver):
+    """Kafka's Java client (org.apache.kafka:kafka-clients) in the JVM engine; topics created by confluent-kafka."""
+
+    engine = "jvm"
+    client_library = jvm.JVM_LIBRARIES["kafka"][0]
+    client_library_version = jvm.library_version("kafka")
 
     @override
     def create_producer(self, *_args: Any, **_kwargs: Any) -> Producer:

@@ -49,8 +49,11 @@ interface Driver extends AutoCloseable {
         switch (broker) {
             case "pulsar":
                 return new PulsarDriver(endpoint, driver, recorder);
+            case "kafka":
+                return new KafkaDriver(endpoint, driver, recorder);
             default:
-                throw new BadInput("the JVM engine has no driver for broker '" + broker + "' yet (it has: pulsar)");
+                throw new BadInput("the JVM engine has no driver for broker '" + broker + "' yet (it has: pulsar, "
+                    + "kafka)");
         }
     }
 

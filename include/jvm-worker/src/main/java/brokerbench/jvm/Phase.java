@@ -691,6 +691,9 @@ final class Phase {
             status = "error";
             error = e.getClass().getSimpleName() + ": " + e.getMessage();
         } finally {
+            // the interval clock stops before the clients close (the Java clients take a second or more to close):
+            // no empty intervals after the drain
+            writer.stopSegment();
             for (Driver.Consumer c : consumers) {
                 quietly(c::close);
             }
