@@ -17,7 +17,7 @@ from brokerbench.environments.local import LocalEnvironment  # noqa: E402
 #: driver (client library) -> broker
 DRIVERS = {"kafka-python": "kafka", "confluent-kafka": "kafka", "pulsar-client": "pulsar", "pika": "rabbitmq",
            # the JVM engine (docs/worker.md): not in the default list
-           "pulsar-client-java": "pulsar", "kafka-clients-java": "kafka"}
+           "pulsar-client-java": "pulsar", "kafka-clients-java": "kafka", "amqp-client-java": "rabbitmq"}
 #: the drivers the benchmarks run when --drivers is not given: the Python drivers
 DEFAULT_DRIVERS = ("kafka-python", "confluent-kafka", "pulsar-client", "pika")
 

@@ -35,7 +35,7 @@ def test_rabbitmq_perf_test_and_the_worker_both_measure(local_env, tmp_path):
     ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
     result = xc.crosscheck("rabbitmq", ep, ep["version"], rates=(500.0,), sizes=(100,), seconds=3,
                            max_probe=False, work_dir=tmp_path / "xc")
-    both_sides_measured(result, "rabbitmq", ("pika",))
+    both_sides_measured(result, "rabbitmq", CLIENT_LIBRARIES["rabbitmq"])
     assert result["provenance"]["tool"] == "PerfTest"
     # PerfTest runs a consumer: end-to-end figures on both sides
     assert all(r["e2e_p50_ms"] is not None for r in result["rows"]), xc.format_table(result["rows"])

@@ -159,8 +159,9 @@ def same_rows(ep, state: Path, python_library: str, java_library: str) -> None:
     assert java["messages_sent"] == java["messages_acked"] == java["messages_received"] == RATE * SECONDS
     assert py["messages_sent"] == py["messages_acked"] == py["messages_received"] == RATE * SECONDS
     assert abs(java["publish_rate_msg_s"] - py["publish_rate_msg_s"]) <= 0.01 * py["publish_rate_msg_s"], rows
-    # every column the Python worker's row fills, the engine's fills too
-    assert [k for k in py if py[k] is not None and java[k] is None] == []
+    # every column the Python worker's row fills, the engine's fills too (but the reasons, which are the
+    # measurement's: a loaded host may make one side's row invalid)
+    assert [k for k in py if py[k] is not None and java[k] is None and not k.endswith("reasons")] == []
 
     # the engine's files: meta and end as the Python worker writes them, its engine and build named
     recs = records(paths[java_library])

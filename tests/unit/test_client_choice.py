@@ -309,10 +309,10 @@ def test_the_jvm_engine_is_chosen_like_a_library_by_its_name_or_java(tmp_path):
     assert choose_client_library("pulsar", None, {"pulsar": "java"}, None) == "pulsar-client-java"
     assert choose_client_library("pulsar", None, None, "java") == "pulsar-client-java"  # a driver file's
     assert choose_client_library("kafka", {"kafka": "java"}, None, None) == "kafka-clients-java"
-    with pytest.raises(SpecError, match="'java' is not a rabbitmq client library"):
-        build_plan(load_suite("smoke"), {"client_libraries": {"rabbitmq": "java"}})
+    assert choose_client_library("rabbitmq", {"rabbitmq": "java"}, None, None) == "amqp-client-java"
     # the runner hands their jobs to the JVM engine; the versions are the ones the engine's pom pins
-    for broker, library, pinned in (("pulsar", "pulsar-client-java", "4.0.7"), ("kafka", "kafka-clients-java", "4.1.1")):
+    for broker, library, pinned in (("pulsar", "pulsar-client-java", "4.0.7"), ("kafka", "kafka-clients-java", "4.1.1"),
+                                    ("rabbitmq", "amqp-client-java", "5.23.0")):
         cls = driver_class(broker, library)
         assert cls.engine == "jvm" and cls.client_library_version == jvm.library_version(broker) == pinned
     assert getattr(driver_class("pulsar", "pulsar-client"), "engine", None) is None

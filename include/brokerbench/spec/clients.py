@@ -28,12 +28,13 @@ from .common import SUPPORTED_BROKERS
 CLIENT_LIBRARIES: dict[str, tuple[str, ...]] = {
     "kafka": ("kafka-python", "confluent-kafka", "kafka-clients-java"),
     "pulsar": ("pulsar-client", "pulsar-client-java"),
-    "rabbitmq": ("pika",),
+    "rabbitmq": ("pika", "amqp-client-java"),
 }
 #: the JVM engine (brokerbench.worker.jvm, docs/worker.md "The JVM engine"): its library per broker; params,
 #: suites and driver files may name it ``java`` (``--client pulsar=java``)
 JAVA_ALIAS = "java"
-JVM_LIBRARIES: dict[str, str] = {"pulsar": "pulsar-client-java", "kafka": "kafka-clients-java"}
+JVM_LIBRARIES: dict[str, str] = {"pulsar": "pulsar-client-java", "kafka": "kafka-clients-java",
+                                 "rabbitmq": "amqp-client-java"}
 
 
 def canonical_library(broker: str, library: object) -> object:
@@ -115,6 +116,10 @@ CLIENT_CEILINGS: dict[tuple[str, str], Ceiling] = {
     # msg/s (rounds 137,394 and 201,143); section 2 published and consumed 50,000 msg/s but did not hold it
     # (publish-delay p99 190.85 ms, the process at 83.5 % of a core)
     ("kafka", "kafka-clients-java"): Ceiling(producer_only_msg_s=201_143, with_consumer_msg_s=50_000),
+    # the JVM engine on RabbitMQ, one invocation each at load average 9 to 11: section 1 printed 11,663 msg/s
+    # (rounds 7,369 and 11,663); section 2 fell behind at 7,130 msg/s with the process at 22.4 % of a core and
+    # publish latency p50 1.4 s (10,000 unconfirmed at 1.4 s each allow about 7,100 msg/s): lower bounds
+    ("rabbitmq", "amqp-client-java"): Ceiling(producer_only_msg_s=11_663, with_consumer_msg_s=7_130),
 }
 
 #: where the ceilings were printed (warnings name it)

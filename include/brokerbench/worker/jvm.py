@@ -39,6 +39,7 @@ MAIN_CLASS = "brokerbench.jvm.Main"
 JVM_LIBRARIES: dict[str, tuple[str, str]] = {
     "pulsar": ("pulsar-client-java", "pulsar.version"),
     "kafka": ("kafka-clients-java", "kafka.version"),
+    "rabbitmq": ("amqp-client-java", "amqp-client.version"),
 }
 #: the JVM's options (BROKERBENCH_JVM_WORKER_OPTS replaces them): a small heap, the worker holds only
 #: histograms and the messages in flight

@@ -16,6 +16,8 @@ DRIVERS = {
     # the JVM engine (brokerbench.worker.jvm): the Java client, run in a JVM
     ("pulsar", "pulsar-client-java"): "brokerbench.worker.drivers.java:PulsarJavaDriver",
     ("rabbitmq", "pika"): "brokerbench.worker.drivers.pika_amqp:PikaDriver",
+    # the JVM engine (brokerbench.worker.jvm): the Java client, run in a JVM
+    ("rabbitmq", "amqp-client-java"): "brokerbench.worker.drivers.java:RabbitJavaDriver",
 }
 
 

@@ -12,6 +12,7 @@ from typing_extensions import override
 from brokerbench.worker import jvm
 from brokerbench.worker.drivers.base import Consumer, Producer
 from brokerbench.worker.drivers.confluent import ConfluentKafkaDriver
+from brokerbench.worker.drivers.pika_amqp import PikaDriver
 from brokerbench.worker.drivers.pulsar_client import PulsarClientDriver
 
 
@@ -41,6 +42,22 @@ class KafkaJavaDriver(ConfluentKafkaDriver):
     engine = "jvm"
     client_library = jvm.JVM_LIBRARIES["kafka"][0]
     client_library_version = jvm.library_version("kafka")
+
+    @override
+    def create_producer(self, *_args: Any, **_kwargs: Any) -> Producer:
+        raise _not_here(self)
+
+    @override
+    def create_consumer(self, *_args: Any, **_kwargs: Any) -> Consumer:
+        raise _not_here(self)
+
+
+class RabbitJavaDriver(PikaDriver):
+    """RabbitMQ's Java client (com.rabbitmq:amqp-client) in the JVM engine; exchanges and queues declared by pika."""
+
+    engine = "jvm"
+    client_library = jvm.JVM_LIBRARIES["rabbitmq"][0]
+    client_library_version = jvm.library_version("rabbitmq")
 
     @override
     def create_producer(self, *_args: Any, **_kwargs: Any) -> Producer:

@@ -51,9 +51,11 @@ interface Driver extends AutoCloseable {
                 return new PulsarDriver(endpoint, driver, recorder);
             case "kafka":
                 return new KafkaDriver(endpoint, driver, recorder);
+            case "rabbitmq":
+                return new RabbitDriver(endpoint, driver, recorder);
             default:
-                throw new BadInput("the JVM engine has no driver for broker '" + broker + "' yet (it has: pulsar, "
-                    + "kafka)");
+                throw new BadInput("the JVM engine has no driver for broker '" + broker + "' (it has: pulsar, kafka, "
+                    + "rabbitmq)");
         }
     }
 
