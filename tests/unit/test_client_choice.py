@@ -316,3 +316,18 @@ def test_the_jvm_engine_is_chosen_like_a_library_by_its_name_or_java(tmp_path):
         cls = driver_class(broker, library)
         assert cls.engine == "jvm" and cls.client_library_version == jvm.library_version(broker) == pinned
     assert getattr(driver_class("pulsar", "pulsar-client"), "engine", None) is None
+
+
+def test_the_jvm_engines_build_goes_into_the_brokers_provenance(tmp_path, monkeypatch):
+    from brokerbench.worker import jvm
+
+    ctx = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
+    ctx.write_json("provenance/pulsar__fsync-off.json", {"broker": "pulsar", "version": "4.0.7"})
+    built = {"engine": "jvm", "source_hash": "ab" * 32, "built": "2026-11-27T21:21:09Z", "maven": "offline",
+             "jar": {"name": jvm.JAR_NAME, "sha256": "cd" * 32}, "libraries": {}, "lib": [{"name": "x.jar"}]}
+    monkeypatch.setattr(jvm, "manifest", lambda: built)
+    assert benchmark.record_client_engine(ctx, "pulsar", "fsync-off", {"pulsar-client"}) is None  # a Python driver
+    assert "client_engine" not in ctx.read_json("provenance/pulsar__fsync-off.json")
+    engine = benchmark.record_client_engine(ctx, "pulsar", "fsync-off", {"pulsar-client-java"})
+    record = ctx.read_json("provenance/pulsar__fsync-off.json")
+    assert record["client_engine"] == engine and engine["jar"]["sha256"] == "cd" * 32 and record["version"] == "4.0.7"

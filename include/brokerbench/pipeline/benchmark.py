@@ -145,21 +145,42 @@ def client_rate_warnings(plan, processes: int) -> list[str]:
     return list(warnings)
 
 
+def record_client_engine(ctx: RunContext, broker: str, variant: str, libraries: set[str]) -> dict[str, Any] | None:
+    """When one of ``libraries`` runs in the JVM engine (docs/worker.md): its build (source hash, the engine jar's
+    and every client jar's SHA-256) into ``provenance/<broker>__<variant>.json`` as ``client_engine``; None when
+    none does or it is not built."""
+    from brokerbench.worker import jvm
+
+    if not {lib for lib, _ in jvm.JVM_LIBRARIES.values()} & libraries:
+        return None
+    manifest = jvm.manifest()
+    if manifest is None:
+        return None
+    engine = {k: manifest.get(k) for k in ("engine", "source_hash", "built", "jar", "libraries", "lib")}
+    record = ctx.read_json(_provenance_path(broker, variant))
+    record["client_engine"] = engine
+    ctx.write_json(_provenance_path(broker, variant), record)
+    return engine
+
+
 def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
     endpoint = _endpoint(ctx, broker, variant)
     environment_lease.hold_environment(ctx)
     env = ctx.environment()
     created = []
+    libraries = set()
     for item in _items(ctx, broker, variant):
         if not item.warms_up:
             continue  # a later trial: the first trial's topics
         job = _job(ctx, item, endpoint, "prepare", 0, 1, "prepare")
         env.record_created(broker, object_names(job))  # before they exist: a crash in between leaves none unknown
         with env.client_secrets():
-            prepare_job(job)
+            prepare_job(job)  # a JVM engine's library: built first (brokerbench.worker.jvm.ensure_built)
         created += job["topics"]
+        libraries.add(item.client_library)
         log.info("%s: created %s with %d partitions and subscriptions %s", broker, ", ".join(job["topics"]),
                  item.workload.partitions_per_topic, ", ".join(job["subscriptions"]))
+    record_client_engine(ctx, broker, variant, libraries)
     return created
 
 
