@@ -39,6 +39,8 @@ pytestmark = pytest.mark.integration
 
 RATE = 1_000
 SECONDS = 4
+#: measurements per side at most, until its producer kept its schedule
+ATTEMPTS = 3
 
 
 @pytest.fixture(scope="module")
@@ -141,12 +143,13 @@ def same_rows(ep, state: Path, python_library: str, java_library: str) -> None:
     the engine's files as the Python worker's, its merged percentiles those of its intervals."""
     paths = {}
     for lib in (python_library, java_library):
-        # of at most two measurements, the first whose producer kept its schedule (another process on the host
+        # of at most three measurements, the first whose producer kept its schedule (another process on the host
         # may hold the producer's thread past its last send time; the row's rate then says so, not the engine)
-        for attempt in range(2):
+        for attempt in range(ATTEMPTS):
             paths[lib] = _phase(ep, state, lib, lib, attempt)
             if _kept_schedule(paths[lib]):
                 break
+    late = [lib for lib, path in paths.items() if not _kept_schedule(path)]
     rows = {lib: _summary(p) for lib, p in paths.items()}
     py, java = rows[python_library], rows[java_library]
     for lib, row in rows.items():
@@ -158,7 +161,8 @@ def same_rows(ep, state: Path, python_library: str, java_library: str) -> None:
                                                                         jvm.library_version(ep["broker"]))
     assert java["messages_sent"] == java["messages_acked"] == java["messages_received"] == RATE * SECONDS
     assert py["messages_sent"] == py["messages_acked"] == py["messages_received"] == RATE * SECONDS
-    assert abs(java["publish_rate_msg_s"] - py["publish_rate_msg_s"]) <= 0.01 * py["publish_rate_msg_s"], rows
+    if not late:
+        assert abs(java["publish_rate_msg_s"] - py["publish_rate_msg_s"]) <= 0.01 * py["publish_rate_msg_s"], rows
     # every column the Python worker's row fills, the engine's fills too (but the reasons, which are the
     # measurement's: a loaded host may make one side's row invalid)
     assert [k for k in py if py[k] is not None and java[k] is None and not k.endswith("reasons")] == []
@@ -181,6 +185,12 @@ def same_rows(ep, state: Path, python_library: str, java_library: str) -> None:
         suffix = "ms" if unit == 1000.0 else "us"
         for p in (50, 99):
             assert java[f"{column}_p{p}_{suffix}"] == pytest.approx(min(h.percentile(p), h.max) / unit), (field, p)
+    if late:
+        # every check above held; only the publish rates are not comparable: a late send puts the phase's last,
+        # partial interval (flush, drain, close) into the aggregation's seconds of load
+        pytest.skip(f"publish rates not compared: {', '.join(late)} sent after its schedule's end in all "
+                    f"{ATTEMPTS} phases (the host's other load): "
+                    + ", ".join(f"{lib} {r['publish_rate_msg_s']:,.1f} msg/s" for lib, r in rows.items()))
 
 
 def test_its_latency_grows_by_a_delay_injected_between_broker_and_clients(pulsar):
