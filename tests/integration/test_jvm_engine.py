@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 import uuid
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -186,11 +187,13 @@ def same_rows(ep, state: Path, python_library: str, java_library: str) -> None:
         for p in (50, 99):
             assert java[f"{column}_p{p}_{suffix}"] == pytest.approx(min(h.percentile(p), h.max) / unit), (field, p)
     if late:
-        # every check above held; only the publish rates are not comparable: a late send puts the phase's last,
-        # partial interval (flush, drain, close) into the aggregation's seconds of load
-        pytest.skip(f"publish rates not compared: {', '.join(late)} sent after its schedule's end in all "
-                    f"{ATTEMPTS} phases (the host's other load): "
-                    + ", ".join(f"{lib} {r['publish_rate_msg_s']:,.1f} msg/s" for lib, r in rows.items()))
+        # every check above held (both sides sent, and had acknowledged and received, exactly RATE x SECONDS
+        # messages); only the publish rates are not comparable: a late send puts the phase's last, partial
+        # interval (flush, drain, close) into the aggregation's seconds of load. Said in the run's warnings.
+        warnings.warn(f"publish rates not compared: {', '.join(late)} sent after its schedule's end in all "
+                      f"{ATTEMPTS} phases (the host's other load): "
+                      + ", ".join(f"{lib} {r['publish_rate_msg_s']:,.1f} msg/s" for lib, r in rows.items()),
+                      stacklevel=1)
 
 
 def test_its_latency_grows_by_a_delay_injected_between_broker_and_clients(pulsar):
