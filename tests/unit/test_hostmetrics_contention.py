@@ -120,10 +120,11 @@ def test_foreign_load_is_named_by_process():
         name = __import__("psutil").Process(busy.pid).name()
         assert all(name in s["foreign_top"] for s in samples), samples
         summary = hostmetrics.summarise([{"ts": i, **s} for i, s in enumerate(samples)])
-        # of all cores: one busy thread is at most one core's share (50 % of two), and clearly above zero even when
-        # the tests beside it take most of the machine (18 % seen with two pytest workers and a JVM broker)
+        # of all cores, clearly above zero even when the tests beside it take most of the machine (18 % seen with
+        # two pytest workers and a JVM broker); no upper bound: the share is per process name, and the other pytest
+        # worker is a python process too
         share = summary["foreign_top_mean_percent"][name]
-        assert 5.0 <= share <= 100.0 / __import__("psutil").cpu_count() + 2.0, share
+        assert share >= 5.0, share
     finally:
         busy.kill()
         busy.wait()
