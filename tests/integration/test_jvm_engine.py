@@ -139,7 +139,7 @@ def test_the_python_driver_and_the_jvm_engine_aggregate_to_the_same_rows(pulsar)
     same_rows(ep, state, "pulsar-client", "pulsar-client-java")
 
 
-def same_rows(ep, state: Path, python_library: str, java_library: str) -> None:
+def same_rows(ep, state: Path, python_library: str, java_library: str) -> dict[str, dict]:
     """One workload with the Python driver and with the JVM engine: the same columns, publish rates within 1 %,
     the engine's files as the Python worker's, its merged percentiles those of its intervals."""
     paths = {}
@@ -194,6 +194,7 @@ def same_rows(ep, state: Path, python_library: str, java_library: str) -> None:
                       f"{ATTEMPTS} phases (the host's other load): "
                       + ", ".join(f"{lib} {r['publish_rate_msg_s']:,.1f} msg/s" for lib, r in rows.items()),
                       stacklevel=1)
+    return rows
 
 
 def test_its_latency_grows_by_a_delay_injected_between_broker_and_clients(pulsar):

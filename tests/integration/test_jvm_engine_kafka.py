@@ -29,4 +29,7 @@ def kafka(tmp_path_factory):
 
 def test_confluent_kafka_and_the_jvm_engine_aggregate_to_the_same_rows(kafka):
     ep, state = kafka
-    same_rows(ep, state, "confluent-kafka", "kafka-clients-java")
+    rows = same_rows(ep, state, "confluent-kafka", "kafka-clients-java")
+    # same_rows checked columns, counts, rates and merged percentiles; each side is the library asked for
+    assert {lib: (r["broker"], r["client_library"]) for lib, r in rows.items()} == {
+        "confluent-kafka": ("kafka", "confluent-kafka"), "kafka-clients-java": ("kafka", "kafka-clients-java")}

@@ -29,4 +29,7 @@ def rabbitmq(tmp_path_factory):
 
 def test_pika_and_the_jvm_engine_aggregate_to_the_same_rows(rabbitmq):
     ep, state = rabbitmq
-    same_rows(ep, state, "pika", "amqp-client-java")
+    rows = same_rows(ep, state, "pika", "amqp-client-java")
+    # same_rows checked columns, counts, rates and merged percentiles; each side is the library asked for
+    assert {lib: (r["broker"], r["client_library"]) for lib, r in rows.items()} == {
+        "pika": ("rabbitmq", "pika"), "amqp-client-java": ("rabbitmq", "amqp-client-java")}
