@@ -76,8 +76,13 @@ def test_smoke_dag_succeeds_with_a_row_per_broker_and_variant(smoke):
     for r in rows:
         label = f"{r['broker']}/{r['variant']}"
         assert float(r["target_rate_msg_s"]) == 1000, label
-        # open-loop producers at 1000 msg/s on loopback hold the rate
-        assert 900 <= float(r["publish_rate_msg_s"]) <= 1100, (label, r["publish_rate_msg_s"])
+        # open-loop producers at 1000 msg/s on loopback hold the rate in every ok row; on a loaded host an
+        # fsync-on broker may slow them (Kafka fsync-on in a full `make test`: 793 msg/s), and the row then says
+        # so (invalid, below)
+        published = float(r["publish_rate_msg_s"])
+        assert 0 < published <= 1100, (label, published)
+        if r["status"] == "ok":
+            assert 900 <= published, (label, published)
         # the consumers keep up on a host nothing else loads; on a loaded one a broker may fall behind and its
         # consumers not catch up within the drain, which the row's backlog at the end shows (Kafka fsync-on in a
         # full `make test`: 740 msg/s consumed of 1,000 acknowledged, 3,899 messages still in the backlog, the row
@@ -100,6 +105,8 @@ def test_smoke_dag_succeeds_with_a_row_per_broker_and_variant(smoke):
         assert r["status"] == "ok" or (r["status"].startswith("invalid: ")
                                        and ("foreign load: " in reasons or "contended: " in reasons)
                                        and "partial" not in reasons), (label, r["status"])
+        if published < 900:
+            assert "% of the target" in reasons, (label, published, reasons)
 
 
 def test_smoke_report_says_what_ran_and_that_every_variant_was_honoured(smoke):
