@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from brokerbench import local_airflow, run_guard, spec
+from brokerbench.environments.registry import environment_kind
 from brokerbench.outcome import EXIT_CODES, FAIL_ON, Outcome, RunOutcome, exit_code_for, read_outcome, write_outcome
 from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
@@ -338,10 +339,9 @@ def _cmd_bench(args) -> int:
         conf = spec.conf_with_files(conf, workloads=args.workload or [], drivers=args.driver or [])
         # the params Airflow and the validate task would refuse, refused now (in well under 2 s)
         conf, plan = check_conf(suite, conf)
-        if plan.environment == "external":  # variants needing a broker restart, the safety limits
-            from brokerbench.environments.external.checks import check_plan as check_external
-
-            check_external(plan, conf, resolve_connections=False)
+        # what the environment refuses without the network (external: variants needing a broker restart, the
+        # safety limits)
+        environment_kind(plan.environment).refuse_early(plan, conf)
     except SpecError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
         return EXIT_REFUSED

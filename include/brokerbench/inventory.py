@@ -14,7 +14,7 @@ from typing import Any
 
 from brokerbench.changepoint import version_key
 from brokerbench.environments.machine.distributions import ARTIFACTS, TOOL_ARTIFACTS, cache_root, cached_versions
-from brokerbench.environments.settings import AwsSettings, LocalSettings
+from brokerbench.environments.registry import environment_kind
 from brokerbench.spec import (
     SpecError,
     Suite,
@@ -78,9 +78,10 @@ def default_versions(suite: Suite, cached: dict[str, list[str]], rabbitmq: str |
     already in the broker cache (else it is resolved from Maven Central on first use), a stand-in, the installed
     package, or the external cluster's own."""
     settings: dict[str, Any] = suite.environment_settings
-    if suite.environment == "external":
+    kind = environment_kind(suite.environment)
+    base = kind.default_broker_versions()
+    if base is None:  # it deploys no broker: the cluster's own version is recorded
         return {b: "the cluster's (asked of it)" for b in suite.brokers}
-    base = (LocalSettings() if suite.environment == "local" else AwsSettings()).broker_versions
     versions = {**base, **(settings.get("broker_versions") or {})}
     stand_ins = dict(settings.get("broker_implementations") or {})
     out = {}
@@ -91,7 +92,7 @@ def default_versions(suite: Suite, cached: dict[str, list[str]], rabbitmq: str |
         elif broker in ARTIFACTS and version:
             where = "in the cache" if version in cached.get(broker, []) else "from Maven Central on first use"
             out[broker] = f"{PRODUCTS[broker]} {version} ({where})"
-        elif suite.environment == "local":
+        elif kind.brokers_on_this_machine:  # RabbitMQ: the installed Debian package
             out[broker] = (f"{PRODUCTS[broker]} {rabbitmq} (Debian package rabbitmq-server)" if rabbitmq else
                            f"{PRODUCTS[broker]} of the Debian package rabbitmq-server (not installed)")
         elif version and version != "package":

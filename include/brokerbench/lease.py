@@ -13,7 +13,8 @@ A lease is a small JSON file per scope, changed only under an exclusive
     $BROKERBENCH_LOCK_DIR/<scope>.json     (default $BROKERBENCH_HOME/locks)
     {"holders": {"<run key>": {"since": ..., "expires": ..., "note": ...}}}
 
-Scopes: ``local@<hostname>`` (slots 1: this machine is the one host under
+Scopes, each environment's own (``lease_scope`` of its class in
+``environments.registry``): ``local@<hostname>`` (slots 1: this machine is the one host under
 test), ``external@<broker>=<address>+...`` (slots 1: the clusters a run measures on, see
 ``environments.external.lease_scope``) and ``aws`` (slots = the configured number of concurrent runs; each run
 has its own fleet, so one measurement per fleet is already given by the DAG's
@@ -48,13 +49,6 @@ def lock_dir() -> Path:
     from brokerbench.environments.local import brokerbench_home
 
     return brokerbench_home() / "locks"
-
-
-def scope_for(environment: str) -> str:
-    """The lease scope of an environment: the machine for ``local``, the account for ``aws``."""
-    if environment == "local":
-        return f"local@{socket.gethostname()}"
-    return environment
 
 
 @dataclass

@@ -32,6 +32,10 @@ RULES = {
                                           *HELPERS),
     "brokerbench.environments.aws": (*ENV_SHARED, "brokerbench.environments.machine", "brokerbench.spec",
                                      *HELPERS),
+    # the environments by name: each one's package inside the methods that need it, spec's errors for refusals
+    "brokerbench.environments.registry": (*ENV_SHARED, "brokerbench.environments.local",
+                                          "brokerbench.environments.aws", "brokerbench.environments.external",
+                                          "brokerbench.spec", *HELPERS),
     # the analysis modules: a leaf of metric definitions, then the judges, then the report
     "brokerbench.metrics": (),
     "brokerbench.histogram": (),
@@ -65,7 +69,7 @@ RULES = {
     "brokerbench.crosscheck": ("brokerbench.environments", "brokerbench.worker", "brokerbench.histogram",
                                "brokerbench.spec", *HELPERS),
     # what a user can run, for `brokerbench list`: the specs, the environments' default versions, the broker cache
-    "brokerbench.inventory": ("brokerbench.spec", "brokerbench.environments.settings",
+    "brokerbench.inventory": ("brokerbench.spec", "brokerbench.environments.registry",
                               "brokerbench.environments.machine.distributions", "brokerbench.worker.runner",
                               "brokerbench.changepoint", *HELPERS),
     # a results root at a terminal (`brokerbench history`, `brokerbench compare`): the history, the verdicts and
@@ -76,7 +80,7 @@ RULES = {
     "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.run_guard",
                         "brokerbench.report",
                         "brokerbench.spec", "brokerbench.storage",
-                        "brokerbench.environments.aws.fleet", "brokerbench.environments.external.checks",
+                        "brokerbench.environments.aws.fleet", "brokerbench.environments.registry",
                         "brokerbench.crosscheck", "brokerbench.inventory", "brokerbench.results_view", *HELPERS),
 }
 

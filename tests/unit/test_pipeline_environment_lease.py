@@ -2,6 +2,7 @@
 plus a margin."""
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_the_lease_lasts_the_longest_phase_plus_half_an_hour(tmp_path, monkeypat
     longest = max(max(i.workload.warmup_duration_minutes or 0, i.workload.test_duration_minutes or 0)
                   for i in ctx.plan().items)
     assert environment_lease.lease_ttl_s(ctx) == longest * 60.0 + 1800.0
-    assert environment_lease.lease_scope(ctx) == (lease.scope_for("local"), 1)
+    assert environment_lease.lease_scope(ctx) == (f"local@{socket.gethostname()}", 1)
 
 
 def test_a_second_run_waits_until_the_first_releases(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 ``base`` (the interface), ``processes`` (state directories and process
 control), ``hostsetup`` and ``hostmetrics`` are shared; ``machine`` runs
-brokers and workers on one machine; ``local`` and ``aws`` are the two
-environments. See docs/architecture.md for what each may import.
+brokers and workers on one machine; ``local``, ``aws`` and ``external`` are the
+environments, each chosen by name through ``registry``. See
+docs/architecture.md for what each may import.
 """

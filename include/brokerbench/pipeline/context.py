@@ -3,6 +3,7 @@ files (the results directory, ``plan.json``, ``provenance/``) and its environmen
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from contextlib import contextmanager
@@ -10,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from brokerbench.environments.base import Environment
+from brokerbench.environments.registry import EnvironmentKind, environment_kind
 from brokerbench.spec import Plan, load_suite
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
@@ -36,6 +39,8 @@ class RunContext:
     run_id: str
     suite: str
     params: dict[str, Any] = field(default_factory=dict)
+    #: plan.json, parsed once (plan())
+    _plan: Plan | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def results_root(self) -> str:
@@ -74,7 +79,8 @@ class RunContext:
     def history_prefixes(self) -> list[str]:
         """The history partitions (relative to the results root) this run's verdicts and report read: one
         per broker of the plan (history/broker=<b>/), not the whole history."""
-        brokers = sorted({i.broker for i in self.plan().items}) if self.plan_path.exists() else []
+        plan = self.plan_or_none()
+        brokers = sorted({i.broker for i in plan.items}) if plan is not None else []
         return [f"history/broker={b}/" for b in brokers]
 
     @property
@@ -88,42 +94,46 @@ class RunContext:
     def plan_path(self) -> Path:
         return self.run_dir / "plan.json"
 
-    def plan(self):
-        if not self.plan_path.exists():
-            raise FileNotFoundError(f"{self.plan_path} is missing: the validate task has not run for this run")
-        return Plan.from_json(self.plan_path.read_text())
+    def plan(self, *, reread: bool = False) -> Plan:
+        """The run's plan, parsed from ``plan.json`` once per context (``reread``: parsed again from the file).
+        FileNotFoundError before the validate task wrote it."""
+        if self._plan is None or reread:
+            if not self.plan_path.exists():
+                raise FileNotFoundError(f"{self.plan_path} is missing: the validate task has not run for this run")
+            self._plan = Plan.from_json(self.plan_path.read_text())
+        return self._plan
+
+    def write_plan(self, plan: Plan) -> None:
+        """Write the run's ``plan.json`` (the validate task) and keep ``plan`` as this context's plan."""
+        self.plan_path.write_text(plan.to_json())
+        self._plan = plan
+
+    def plan_or_none(self) -> Plan | None:
+        """The plan once the validate task wrote it, else None."""
+        return self.plan() if self._plan is not None or self.plan_path.exists() else None
 
     def environment_name(self) -> str:
-        if self.plan_path.exists():
-            return self.plan().environment
+        """The plan's environment; before the validate task ran, the params' or the suite's."""
+        plan = self.plan_or_none()
+        if plan is not None:
+            return plan.environment
         if self.params.get("environment"):
             return self.params["environment"]
         return load_suite(self.suite).environment
 
-    def environment(self):
-        name = self.environment_name()
-        if name == "local":
-            # each environment loads its own machinery (the aws one boto3 and paramiko): only the one used
-            from brokerbench.environments.local import LocalEnvironment
+    def environment_kind(self) -> type[EnvironmentKind]:
+        """The run's environment in the registry (:mod:`brokerbench.environments.registry`)."""
+        return environment_kind(self.environment_name())
 
-            return LocalEnvironment(self.run_key, self._env_settings())
-        if name == "aws":
-            from brokerbench.environments.aws.environment import AwsEnvironment
+    def environment(self) -> Environment:
+        """The run's environment object; it loads its own machinery (the aws one boto3 and paramiko)."""
+        return self.environment_kind().create(self.run_key, self.environment_settings(), self.plan_or_none())
 
-            return AwsEnvironment(self.run_key, self._env_settings(),
-                                  plan=self.plan() if self.plan_path.exists() else None)
-        if name == "external":
-            from brokerbench.environments.external import ExternalEnvironment
-
-            plan = self.plan() if self.plan_path.exists() else None
-            brokers = sorted({i.broker for i in plan.items}) if plan is not None else []
-            return ExternalEnvironment(self.run_key, self._env_settings(), brokers=brokers, plan=plan)
-        raise NotImplementedError(f"environment {name!r} is not available in this version of brokerbench")
-
-    def _env_settings(self) -> dict[str, Any]:
-        if self.plan_path.exists():
-            return dict(getattr(self.plan(), "environment_settings", {}) or {})
-        return {}
+    def environment_settings(self) -> dict[str, Any]:
+        """The plan's ``environment_settings`` (suite environmentSettings refined by params); {} before the
+        validate task ran. A copy: the environment may change it, never the plan."""
+        plan = self.plan_or_none()
+        return copy.deepcopy(plan.environment_settings) if plan is not None else {}
 
     def write_json(self, relpath: str, data: Any) -> Path:
         return write_json_atomic(self.run_dir / relpath, data)

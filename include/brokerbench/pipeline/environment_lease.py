@@ -13,25 +13,9 @@ from brokerbench.pipeline.context import RunContext, log
 
 
 def lease_scope(ctx: RunContext) -> tuple[str, int]:
-    """The run's lease scope and its number of slots (``local``: this machine, 1; ``aws``: the setting
-    ``max_concurrent_runs``, default 1; ``external``: the clusters, 1)."""
-    env = ctx.environment_name()
-    if env == "local":
-        return lease.scope_for(env), 1
-    if env == "external":
-        # per cluster: the scope names the clusters' addresses (no credentials)
-        from brokerbench.environments.external import lease_scope as external_scope
-
-        brokers = sorted({i.broker for i in ctx.plan().items})
-        return external_scope(ctx._env_settings(), brokers), 1
-    if env == "aws":
-        # the aws package (its templates, scripts and fleet): only for an aws run
-        from brokerbench.environments.aws.settings_check import merge_settings
-
-        settings, _ = merge_settings(ctx._env_settings())  # defaults < suite and params < site settings
-    else:
-        settings = ctx._env_settings()
-    return lease.scope_for(env), max(1, int(settings.get("max_concurrent_runs") or 1))
+    """The run's lease scope and its number of slots, as its environment says
+    (:meth:`brokerbench.environments.registry.EnvironmentKind.lease_scope`)."""
+    return ctx.environment_kind().lease_scope(ctx.environment_settings(), ctx.plan_or_none())
 
 
 def lease_ttl_s(ctx: RunContext) -> float:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from brokerbench.environments.registry import environment_kind
 from brokerbench.pipeline import benchmark, environment_lease
 from brokerbench.pipeline.context import RunContext, log
-from brokerbench.spec import SpecError, build_plan, load_suite
+from brokerbench.spec import build_plan, load_suite
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
@@ -28,24 +29,16 @@ def validate(ctx: RunContext) -> dict[str, Any]:
         if isinstance(value, dict) and isinstance(plan.environment_settings.get(key), dict):
             value = {**plan.environment_settings[key], **value}
         plan.environment_settings[key] = value
-    if plan.environment == "aws":
-        # profiles, counts, versions, types, cost cap: refused here, naming the setting, before any machine
-        # the aws package (its templates, scripts and fleet): only for an aws run
-        from brokerbench.environments.aws.settings_check import check_plan
-
-        check_plan(plan, ctx.params)
-    if plan.environment == "external":
-        # connections, variants that need a broker restart, the safety limits: refused here, naming the field
-        from brokerbench.environments.external.checks import check_plan as check_external
-
-        clusters = check_external(plan, ctx.params)
-        log.info("external clusters: %s", ", ".join(f"{b} at {a}" for b, a in clusters.items()))
+    # the environment's refusals (aws: profiles, counts, versions, types, cost cap; external: connections,
+    # variants that need a broker restart, the safety limits; local: broker implementations and versions),
+    # each naming the setting, before the lease and before any machine
+    checked = environment_kind(plan.environment).check_plan(plan, ctx.params)
+    for line in checked.said:
+        log.info("%s", line)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
-    if plan.environment == "local":
-        # broker implementations and versions: resolved now (Maven Central, once per version), refused naming
-        # the setting; the jars' checksums go into the provenance
-        ctx.write_json("provenance/brokers.json", _check_local_brokers(plan, ctx.params))
-    ctx.plan_path.write_text(plan.to_json())
+    for relpath, record in checked.provenance.items():
+        ctx.write_json(relpath, record)
+    ctx.write_plan(plan)
     combos = sorted({(i.broker, i.variant) for i in plan.items})
     log.info("plan: %d measurements (%s) on %s, results in %s", len(plan.items),
              ", ".join(f"{b}/{v}" for b, v in combos), plan.environment, ctx.run_dir)
@@ -57,26 +50,6 @@ def validate(ctx: RunContext) -> dict[str, Any]:
         log.warning("%s", line)
     return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment,
             "client_libraries": clients, "warnings": warnings}
-
-
-def _check_local_brokers(plan, params: dict[str, Any]) -> dict[str, Any]:
-    # the local environment: only for a local run
-    from brokerbench.environments.local import LocalSettingsError, check_brokers
-
-    brokers = list(dict.fromkeys(i.broker for i in plan.items))
-    try:
-        found = check_brokers(plan.environment_settings, brokers)
-    except LocalSettingsError as e:
-        key, _, broker = e.setting.partition(".")
-        given = params.get(key)
-        source = "params" if (isinstance(given, dict) and broker in given) or (given and not broker) else \
-            "environmentSettings"
-        raise SpecError(str(e), None, f"{source}.{e.setting}") from None
-    for broker, b in found.items():
-        log.info("%s: %s %s%s", broker, b["implementation"], b.get("version") or "",
-                 f" ({len(b['distribution'].get('jars', []))} jars in {b['distribution'].get('lib')})"
-                 if b.get("distribution") else "")
-    return found
 
 
 def provision(ctx: RunContext) -> dict[str, Any]:
