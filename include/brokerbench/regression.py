@@ -109,6 +109,9 @@ class Verdict:
     p_value: float | None = None
     #: the change point behind the verdict, with the runs on each side (rule ``change point``)
     change_point: dict[str, Any] | None = None
+    #: side B against side A of an A/B run (rule ``A/B``, brokerbench.ab_verdicts): ratio B/A, its interval
+    #: (ci_low, ci_high) and the interval's confidence, trials per side (n_a, n_b)
+    interval: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -56,6 +56,24 @@ TRIAL_SEP = ".trial"
 _TRIAL = re.compile(r"^(?P<base>.+)\.trial(?P<k>[1-9][0-9]*)$")
 
 
+#: what side B of an A/B run (param ``compare_with``, docs/analytics.md "A/B in one run") appends to its workload
+#: id before the trial suffix: ``<workload>.B.trial<k>``; side A keeps ``<workload>.trial<k>``, the run's own
+#: track
+SIDE_B = ".B"
+
+
+def side_b_id(workload_id: str) -> str:
+    """The workload id of side B of ``workload_id`` (without a trial suffix)."""
+    return f"{workload_id}{SIDE_B}"
+
+
+def split_side(workload_id: str) -> tuple[str, bool]:
+    """(workload id without side B's suffix, whether it was side B's); a trial suffix must be split first."""
+    if workload_id.endswith(SIDE_B) and len(workload_id) > len(SIDE_B):
+        return workload_id[: -len(SIDE_B)], True
+    return workload_id, False
+
+
 def trial_id(workload_id: str, k: int) -> str:
     """The workload id of trial ``k`` (1-based) of ``workload_id``."""
     return f"{workload_id}{TRIAL_SEP}{k}"

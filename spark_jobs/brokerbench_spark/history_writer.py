@@ -46,6 +46,8 @@ RUN_COLUMNS = ["run_key", "dag_id", "run_id", "run_type", "run_ts", "environment
                "pipeline_brokerbench_version", "results_run_dir", "appended_at"]
 UNKNOWN = "unknown"
 MANIFESTS = "_manifests"
+#: a trial row of side B of an A/B run (brokerbench.util.side_b_id / trial_id)
+SIDE_B_TRIAL = re.compile(r"^.+\.B\.trial[1-9][0-9]*$")
 #: characters Spark escapes in a partition directory's value (ExternalCatalogUtils.escapePathName)
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 
@@ -149,6 +151,10 @@ def append_run(history_root: str, history_out: str, run_dir: str, appended_at: s
         "appended_at": appended_at,
     }
     rows = table.to_pylist() if table is not None else []
+    if (meta.get("params") or {}).get("compare_with"):
+        # an A/B run: side A is the run's own track; side B (``<workload>.B.trial<k>``) is judged against side A
+        # in the run (brokerbench.ab_verdicts), never a point of a track's history
+        rows = [r for r in rows if not SIDE_B_TRIAL.match(str(r.get("workload") or ""))]
     data_fields = [f for f in (table.schema if table is not None else []) if f.name not in PARTITIONS]
     schema = pa.schema(data_fields + [pa.field(c, pa.string()) for c in RUN_COLUMNS if c not in
                                       {f.name for f in data_fields}])

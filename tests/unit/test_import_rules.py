@@ -16,8 +16,9 @@ HELPERS = ("brokerbench.util", "brokerbench.resources")
 #: the package itself (``import brokerbench`` for its version): allowed by name only, never what is under it
 ROOT = "brokerbench"
 #: the analysis modules, bottom up: each may import those before it
-ANALYSIS = ("brokerbench.metrics", "brokerbench.changepoint", "brokerbench.trials", "brokerbench.regression",
-            "brokerbench.outcome", "brokerbench.history", "brokerbench.report")
+ANALYSIS = ("brokerbench.metrics", "brokerbench.abtest", "brokerbench.changepoint", "brokerbench.trials",
+            "brokerbench.regression", "brokerbench.ab_verdicts", "brokerbench.outcome", "brokerbench.history",
+            "brokerbench.report")
 
 #: layer -> the brokerbench modules (and packages, with everything under them) it may import, besides itself
 RULES = {
@@ -45,6 +46,9 @@ RULES = {
     "brokerbench.changepoint": ("brokerbench.metrics",),
     "brokerbench.trials": ("brokerbench.metrics", *HELPERS),
     "brokerbench.regression": ("brokerbench.metrics", "brokerbench.changepoint"),
+    # an A/B run's statistics (a leaf), and its verdicts from the run's trial rows
+    "brokerbench.abtest": (),
+    "brokerbench.ab_verdicts": ("brokerbench.abtest", "brokerbench.metrics", "brokerbench.regression", *HELPERS),
     "brokerbench.outcome": ("brokerbench.metrics",),
     # the command line's Airflow home and database
     "brokerbench.local_airflow": (),

@@ -9,6 +9,7 @@ gathers what each section shows.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import datetime, timezone
@@ -404,6 +405,35 @@ def regression_section(data: RunData) -> dict[str, Any] | None:
             "insufficient_line": _insufficient_line(insufficient) if insufficient else ""}
 
 
+#: the A/B table's columns (ab_section)
+AB_COLUMNS = ["workload", "broker", "variant", "metric", "A median", "B median", "B/A", "interval", "p", "trials A/B",
+              "verdict"]
+
+
+def ab_section(data: RunData) -> dict[str, Any] | None:
+    """An A/B run's verdicts (rule A/B, brokerbench.ab_verdicts): one row per workload x broker x variant and
+    metric, regressed and improved first; None when the run is no A/B run."""
+    rows = [v for v in _verdicts(data) if v.get("rule") == "A/B"]
+    if not rows:
+        return None
+    order: dict[str, int] = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1}
+    words: dict[str, str] = {Judgement.REGRESSED: "B slower", Judgement.IMPROVED: "B faster",
+                             Judgement.UNCHANGED: "no difference at this power"}
+    out = []
+    for v in sorted(rows, key=lambda v: order.get(str(v.get("verdict")), 2)):
+        iv = v.get("interval") or {}
+        verdict = words.get(str(v.get("verdict")), str(v.get("verdict")))
+        cells = {"workload": v.get("workload"), "broker": v.get("broker"), "variant": v.get("variant"),
+                 "metric": v.get("metric"), "A median": v.get("baseline_median"), "B median": v.get("value"),
+                 "B/A": iv.get("ratio"), "p": v.get("p_value"), "verdict": verdict,
+                 "interval": (f"{iv['ci_low']:.3f} to {iv['ci_high']:.3f} ({iv['confidence'] * 100:.1f} %)"
+                              if iv.get("ci_low") is not None else "–"),
+                 "trials A/B": f"{iv.get('n_a', v.get('baseline_n'))} / {iv.get('n_b', '–')}"}
+        out.append({"cls": VERDICT_CSS.get(verdict_category(v.get("verdict")), ""), "cells": cells})
+    plan = data.plan or {}
+    return {"columns": AB_COLUMNS, "rows": out, "side_b": json.dumps(plan.get("compare_with") or {})}
+
+
 def _insufficient_line(insufficient: Sequence[dict[str, Any]]) -> str:
     tracks: dict[str, int] = {}
     for v in insufficient:
@@ -767,6 +797,7 @@ def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
     any_chart = bool(charts or (sweep and sweep["charts"]) or changed_trends or (trends and trends["charts"]))
     return render(
         "report.html.j2", title=_title(data), meta_bits=meta_bits, what=what_matters_section(data, failed_tasks),
+        ab=ab_section(data),
         key_figures=key_figures_section(data), status=status_section(data), changed_trends=changed_trends,
         results=results, regression=regression_section(data), verdict_columns=VERDICT_COLUMNS,
         not_judged_columns=NOT_JUDGED_COLUMNS,

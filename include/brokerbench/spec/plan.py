@@ -16,6 +16,14 @@ runs them back to back; they share the first trial's topics and subscriptions
 (``PlanItem.base_workload_id``), which alone is warmed up and prepared. With
 N = 1 the plan is what it was without trials (no suffix, same result paths
 and history keys).
+
+A/B in one run: with ``compare_with`` (what side B changes: client libraries,
+driver files) every workload's trials are measured for side A (the run's own
+params) and side B alternately, in ABBA order (A1 B1, B2 A2, A3 B3, ...) so a
+drift of the host over the run weighs on both sides alike. Side B's workload
+ids are ``<id>.B.trial<k>`` (``util.side_b_id``); both sides share the topics,
+and each side's first trial is warmed up. brokerbench.abtest judges the sides
+(docs/analytics.md, "A/B in one run").
 """
 
 from __future__ import annotations
@@ -25,9 +33,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
 
-from ..util import split_trial, trial_id
+from ..util import side_b_id, split_side, split_trial, trial_id
 from .clients import choose_client_library, client_library_problem, default_client_library
 from .common import SUPPORTED_BROKERS, path_safe
 from .driver import DriverSpec, load_driver
@@ -46,6 +54,57 @@ def _comma_list(v: Any) -> Any:
     if isinstance(v, str):
         return [part.strip() for part in v.split(",") if part.strip()]
     return v
+
+
+#: trials per side of an A/B run: at least what an exact rank test needs for a 95 % interval (abtest), and the
+#: default when the run names none
+AB_MIN_TRIALS = 4
+AB_DEFAULT_TRIALS = 5
+
+
+def _library_choice(v: dict[str, str] | None) -> dict[str, str] | None:
+    for broker, library in (v or {}).items():
+        problem = client_library_problem(broker, library)
+        if problem:
+            raise FieldValueError(broker, problem)
+    return v
+
+
+def _absolute_paths(v: list[str] | None) -> list[str] | None:
+    for path in v or []:
+        if not os.path.isabs(path):
+            raise ValueError(f"{path!r} is not an absolute path (the run's tasks do not start in the "
+                             f"directory it is relative to; brokerbench bench --workload/--driver make it absolute)")
+    return v
+
+
+class CompareWith(BaseModel):
+    """Side B of an A/B run (param ``compare_with``): the params it changes from the run's own (side A).
+
+    Both sides run on the one deployed broker, so what may differ is on the clients' side: the client library
+    and the driver file (producer / consumer settings). The same values as side A make an A/A run, the check
+    that the method finds no difference where there is none.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    client_libraries: dict[str, str] | None = None
+    driver_files: list[str] | None = Field(default=None, min_length=1)
+
+    _lists = field_validator("driver_files", mode="before")(_comma_list)
+    _libraries = field_validator("client_libraries")(_library_choice)
+    _absolute = field_validator("driver_files")(_absolute_paths)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deploy_level(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for key in ("broker_versions", "variants", "broker_implementations"):
+                if key in v:
+                    raise FieldValueError(key, "side B of an A/B run differs on the clients' side only (client_"
+                                          "libraries, driver_files): both sides run on one deployed broker. Compare "
+                                          f"{key.replace('_', ' ')} across runs (brokerbench compare)")
+        return v
 
 
 class RunParams(BaseModel):
@@ -68,6 +127,8 @@ class RunParams(BaseModel):
     driver_files: list[str] | None = Field(default=None, min_length=1)
     #: broker -> client library (spec/clients.py), over the suite's clientLibraries and the driver's clientLibrary
     client_libraries: dict[str, str] | None = None
+    #: side B of an A/B run (see the module docstring)
+    compare_with: CompareWith | None = None
 
     _lists = field_validator("brokers", "workloads", "variants", "workload_files", "driver_files",
                              mode="before")(_comma_list)
@@ -82,23 +143,8 @@ class RunParams(BaseModel):
                 raise ValueError(f"unknown broker {broker!r}; supported brokers: {', '.join(SUPPORTED_BROKERS)}")
         return v
 
-    @field_validator("client_libraries")
-    @classmethod
-    def _client_libraries(cls, v: dict[str, str] | None) -> dict[str, str] | None:
-        for broker, library in (v or {}).items():
-            problem = client_library_problem(broker, library)
-            if problem:
-                raise FieldValueError(broker, problem)
-        return v
-
-    @field_validator("workload_files", "driver_files")
-    @classmethod
-    def _absolute(cls, v: list[str] | None) -> list[str] | None:
-        for path in v or []:
-            if not os.path.isabs(path):
-                raise ValueError(f"{path!r} is not an absolute path (the run's tasks do not start in the "
-                                 f"directory it is relative to; brokerbench bench --workload/--driver make it absolute)")
-        return v
+    _libraries = field_validator("client_libraries")(_library_choice)
+    _absolute = field_validator("workload_files", "driver_files")(_absolute_paths)
 
     @field_validator("results_root")
     @classmethod
@@ -133,8 +179,10 @@ class PlanItem(BaseModel):
     broker_settings: dict[str, Any] = Field(default_factory=dict)
     #: which trial (1..trials) this item is; None when the run has one trial
     trial: int | None = None
-    #: trials of this workload in the run
+    #: trials of this workload in the run (per side in an A/B run)
     trials: int = 1
+    #: the side of an A/B run ("A": the run's own params, "B": compare_with); None in other runs
+    side: Literal["A", "B"] | None = None
 
     @property
     def client_library(self) -> str:
@@ -144,11 +192,13 @@ class PlanItem(BaseModel):
     @property
     def base_workload_id(self) -> str:
         """The workload's own id (without a trial suffix): its topics, subscriptions and track."""
-        return split_trial(self.workload.id)[0] if self.trial is not None else self.workload.id
+        if self.trial is None:
+            return self.workload.id
+        return split_side(split_trial(self.workload.id)[0])[0] if self.side == "B" else split_trial(self.workload.id)[0]
 
     @property
     def warms_up(self) -> bool:
-        """Only the first trial is warmed up (and prepares the topics the later trials reuse)."""
+        """Only the first trial (of each side) is warmed up; it prepares the topics the later trials reuse."""
         return self.trial is None or self.trial == 1
 
     @computed_field  # type: ignore[prop-decorator]
@@ -169,8 +219,10 @@ class Plan(BaseModel):
     environment_settings: dict[str, Any] = Field(default_factory=dict)
     results_root: str
     interval_seconds: int = Field(gt=0)
-    #: measured phases per workload (docs/analytics.md, "Trials")
+    #: measured phases per workload (docs/analytics.md, "Trials"); per side in an A/B run
     trials: int = 1
+    #: what side B of an A/B run changes (RunParams.compare_with); None when the run is no A/B run
+    compare_with: dict[str, Any] | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     items: list[PlanItem]
 
@@ -221,6 +273,73 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
     workloads = [load_workload_ref(n, None, "workloads") for n in dict.fromkeys(workload_names)]
     workloads += workload_files(p.workload_files or [], taken={w.id for w in workloads})
     variants = [load_variant_ref(n, None, "variants") for n in dict.fromkeys(variant_names)]
+    drivers, driver_of = _drivers(suite, p, brokers, file)
+    sides = {"A": drivers}
+    if p.compare_with is not None:
+        b = p.compare_with
+        side_b = p.model_copy(update={"client_libraries": {**(p.client_libraries or {}), **(b.client_libraries or {})},
+                                      "driver_files": b.driver_files or p.driver_files})
+        try:
+            sides["B"] = _drivers(suite, side_b, brokers, file)[0]
+        except SpecError as e:
+            raise SpecError(e.message, file=e.file, field=f"compare_with.{e.field}" if e.field else "compare_with") \
+                from None
+
+    suite_overrides = normalize_workload_keys(suite.overrides, file=file, field_prefix="overrides")
+    resolved = []
+    for w in workloads:
+        w = w.with_overrides(suite_overrides, file=file, field_prefix="overrides")
+        try:
+            w = w.with_overrides(p.workload_overrides())
+        except SpecError as e:
+            raise SpecError(f"{e.message} (workload {w.id!r})", field=_PARAM_OF.get(e.field or "", e.field)) from None
+        resolved.append(w)
+
+    trials = _trials(p, suite)
+    items = []
+    for broker in drivers:
+        for variant in variants:
+            section = variant.for_broker(broker)
+            applied = {side: apply_variant(ds[broker], variant) for side, ds in sides.items()}
+            for workload in resolved:
+                if applied["A"].exchange_type == "FANOUT" and workload.partitions_per_topic != 1:
+                    raise SpecError(f"driver {driver_of[broker]!r} has exchangeType FANOUT, which sends every "
+                                    f"message to every queue, so it needs partitionsPerTopic 1; workload "
+                                    f"{workload.id!r} has {workload.partitions_per_topic} (use DIRECT or TOPIC)",
+                                    file=file, field=f"brokers.{broker}")
+                item = PlanItem(
+                    workload=workload, driver=applied["A"], broker=broker, variant=variant.name,  # type: ignore[arg-type]
+                    variant_description=variant.description, durability_level=variant.durability_level,
+                    driver_overrides=section.driver_overrides, broker_settings=section.broker_settings)
+                if trials == 1:
+                    items.append(item)
+                    continue
+                for k in range(1, trials + 1):
+                    # ABBA: side A first in odd trials, side B first in even ones
+                    for side in (sorted(sides) if k % 2 else sorted(sides, reverse=True)):
+                        wid = workload.id if len(sides) == 1 or side == "A" else side_b_id(workload.id)
+                        items.append(item.model_copy(update={
+                            "workload": workload.model_copy(update={"id": trial_id(wid, k)}),
+                            "driver": applied[side], "trial": k, "trials": trials,
+                            "side": side if len(sides) > 1 else None}))
+
+    return Plan(
+        suite=suite.name,
+        description=suite.description,
+        environment=p.environment or suite.environment,
+        environment_settings=suite.environment_settings,
+        results_root=p.results_root or default_results_root(),
+        interval_seconds=p.interval_seconds or suite.interval_seconds,
+        trials=trials,
+        compare_with=p.compare_with.model_dump(exclude_none=True) if p.compare_with is not None else None,
+        params=p.model_dump(exclude_none=True),
+        items=items,
+    )
+
+
+def _drivers(suite: Suite, p: RunParams, brokers: list[str], file: Path | None) -> tuple[dict, dict[str, str]]:
+    """Each broker's driver for params ``p`` (the suite's, or a driver file's, with the client library chosen), and
+    how errors name each one (its file or reference)."""
     drivers = {b: load_driver_ref(suite.brokers[b], file, f"brokers.{b}") for b in dict.fromkeys(brokers)}
     driver_of = {b: suite.brokers[b] for b in drivers}  # how errors name each broker's driver
     for path, driver in driver_files(p.driver_files or [], brokers):
@@ -240,52 +359,18 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
                             f"({driver_of[broker]}) are both named {driver.name!r}: their results would be filed "
                             f"under one name; rename one", field="driver_files" if p.driver_files else "brokers")
         named[driver.name] = broker
+    return drivers, driver_of
 
-    suite_overrides = normalize_workload_keys(suite.overrides, file=file, field_prefix="overrides")
-    resolved = []
-    for w in workloads:
-        w = w.with_overrides(suite_overrides, file=file, field_prefix="overrides")
-        try:
-            w = w.with_overrides(p.workload_overrides())
-        except SpecError as e:
-            raise SpecError(f"{e.message} (workload {w.id!r})", field=_PARAM_OF.get(e.field or "", e.field)) from None
-        resolved.append(w)
 
-    trials = p.trials or suite.trials
-    items = []
-    for broker, driver in drivers.items():
-        for variant in variants:
-            section = variant.for_broker(broker)
-            applied = apply_variant(driver, variant)
-            for workload in resolved:
-                if applied.exchange_type == "FANOUT" and workload.partitions_per_topic != 1:
-                    raise SpecError(f"driver {driver_of[broker]!r} has exchangeType FANOUT, which sends every "
-                                    f"message to every queue, so it needs partitionsPerTopic 1; workload "
-                                    f"{workload.id!r} has {workload.partitions_per_topic} (use DIRECT or TOPIC)",
-                                    file=file, field=f"brokers.{broker}")
-                item = PlanItem(
-                    workload=workload, driver=applied, broker=broker, variant=variant.name,  # type: ignore[arg-type]
-                    variant_description=variant.description, durability_level=variant.durability_level,
-                    driver_overrides=section.driver_overrides, broker_settings=section.broker_settings)
-                if trials == 1:
-                    items.append(item)
-                    continue
-                for k in range(1, trials + 1):
-                    items.append(item.model_copy(update={
-                        "workload": workload.model_copy(update={"id": trial_id(workload.id, k)}),
-                        "trial": k, "trials": trials}))
-
-    return Plan(
-        suite=suite.name,
-        description=suite.description,
-        environment=p.environment or suite.environment,
-        environment_settings=suite.environment_settings,
-        results_root=p.results_root or default_results_root(),
-        interval_seconds=p.interval_seconds or suite.interval_seconds,
-        trials=trials,
-        params=p.model_dump(exclude_none=True),
-        items=items,
-    )
+def _trials(p: RunParams, suite: Suite) -> int:
+    """Trials per workload (per side in an A/B run: at least AB_MIN_TRIALS, default AB_DEFAULT_TRIALS)."""
+    if p.compare_with is None:
+        return p.trials or suite.trials
+    if p.trials is not None and p.trials < AB_MIN_TRIALS:
+        raise SpecError(f"an A/B run (compare_with) needs at least {AB_MIN_TRIALS} trials per side for a 95 % "
+                        f"interval of an exact rank test (got {p.trials}); the default is {AB_DEFAULT_TRIALS}",
+                        field="trials")
+    return p.trials or max(suite.trials, AB_DEFAULT_TRIALS)
 
 
 _PARAM_OF = {"testDurationMinutes": "test_duration_minutes",

@@ -1,0 +1,137 @@
+"""The verdicts of an A/B run: side B against side A, per workload x broker x variant and metric.
+
+An A/B run (param ``compare_with``, spec/plan.py) measures each workload's
+trials for side A (the run's own params) and side B alternately. Its summary
+has one row per trial and side: ``<workload>.trial<k>`` (A) and
+``<workload>.B.trial<k>`` (B). Per metric of :data:`brokerbench.metrics.METRICS`
+the valid trials' values of the two sides go to :func:`brokerbench.abtest.compare`
+(ratio B/A with an exact rank test's interval) and become a
+:class:`~brokerbench.regression.Verdict` with rule ``A/B``, written with the
+run's other verdicts, so the report, the outcome and the exit code follow it
+like a regression:
+
+* the interval excludes 1 and the change is at least the metric's threshold
+  (its relative term and absolute floor, the same as against history) in the
+  worse direction: ``regressed`` (B slower); in the better one: ``improved``;
+* otherwise ``unchanged`` ("no difference at this power", or a difference the
+  interval shows but smaller than the threshold);
+* fewer usable trials than the rank test needs: ``not judged: too few valid trials``.
+
+A trial is usable when its status is ``ok``, or when the only reasons it is
+invalid are the host's load (``foreign load: ...``, ``contended: ...``): such a
+trial is never a baseline against history, measured at another time, but the
+two sides of an A/B run took turns under that same load, and the ABBA order
+weighs a drift over the run on both alike. A trial the load generator limited
+(client-bound, a late send schedule, a rate below target), a fault, a partial
+phase or consumers that fell behind is never used.
+
+docs/analytics.md, "A/B in one run".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from brokerbench import abtest
+from brokerbench.metrics import METRICS, Judgement, Metric, number, unit_of
+from brokerbench.regression import Verdict
+from brokerbench.util import split_side, split_trial
+
+#: the rule name of an A/B verdict (Verdict.rule)
+RULE_AB = "A/B"
+
+
+def side_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(base workload id, "A" or "B") of an A/B run's trial row; None for a row without a trial."""
+    base, trial = split_trial(str(row.get("workload") or ""))
+    if trial is None:
+        return None
+    base, is_b = split_side(base)
+    return base, "B" if is_b else "A"
+
+
+def group_sides(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]]:
+    """Trial rows by (base workload, broker, variant), then side."""
+    groups: dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]] = {}
+    for r in rows:
+        s = side_of(r)
+        if s is None:
+            continue
+        key = (s[0], str(r.get("broker")), str(r.get("variant")))
+        groups.setdefault(key, {"A": [], "B": []})[s[1]].append(r)
+    return groups
+
+
+def judge(metric: Metric, a: list[float], b: list[float]) -> tuple[str, abtest.Comparison | None, str]:
+    """(verdict, comparison, evidence) of one metric from the valid trials' values of each side."""
+    need = abtest.min_trials_per_side()
+    if min(len(a), len(b)) < need:
+        return (f"{Judgement.NOT_JUDGED}: too few valid trials", None,
+                f"{len(a)} valid trial(s) of A and {len(b)} of B: the rank test needs {need} per side")
+    c = abtest.compare(a, b, higher_is_better=metric.better == "higher")
+    text = abtest.describe(c, metric.column, unit_of(metric.column))
+    if c.verdict not in ("slower", "faster"):
+        return Judgement.UNCHANGED, c, text
+    change = c.median_b - c.median_a
+    if abs(c.ratio - 1) < metric.relative or abs(change) < metric.floor:
+        return (Judgement.UNCHANGED, c, f"{text}; below the threshold ({metric.relative:.0%} and "
+                                        f"{metric.floor:g} {unit_of(metric.column)}): not a verdict")
+    return (Judgement.REGRESSED if c.verdict == "slower" else Judgement.IMPROVED), c, text
+
+
+def verdicts(rows: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = METRICS) -> list[Verdict]:
+    """The A/B verdicts of a run's summary rows (one per trial and side); [] when the run has no side B."""
+    out: list[Verdict] = []
+    metrics = tuple(metrics)
+    for (workload, broker, variant), sides in sorted(group_sides(rows).items()):
+        if not sides["B"]:
+            continue
+        valid = {s: [r for r in rs if usable(r)] for s, rs in sides.items()}
+        loaded = sum(1 for rs in valid.values() for r in rs if r.get("status") != "ok")
+        what = (f"A: {_describe_side(sides['A'])}; B: {_describe_side(sides['B'])}; usable trials "
+                f"{len(valid['A'])} of {len(sides['A'])} (A), {len(valid['B'])} of {len(sides['B'])} (B)"
+                + (f", {loaded} of them invalid for the host's load only" if loaded else ""))
+        version = (valid["B"] or sides["B"])[0].get("broker_version")
+        for m in metrics:
+            a = _values(valid["A"], m.column)
+            b = _values(valid["B"], m.column)
+            if not a and not b:
+                continue  # a metric this workload does not measure (e.g. end-to-end without consumers)
+            verdict, c, evidence = judge(m, a, b)
+            out.append(Verdict(
+                workload=workload, broker=broker, variant=variant, broker_version=version, metric=m.column,
+                better=m.better, verdict=verdict, value=c.median_b if c else None,
+                baseline_median=c.median_a if c else None, baseline_n=len(a),
+                change=(c.median_b - c.median_a) if c else None,
+                change_percent=round((c.ratio - 1) * 100, 2) if c else None,
+                evidence=f"{evidence} ({what})", rule=RULE_AB, p_value=c.p_value if c else None,
+                interval={"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
+                              "confidence": c.achieved_confidence, "n_a": c.n_a, "n_b": c.n_b} if c else None))
+    return out
+
+
+#: the reasons of a trial's invalidity that are the host's load alone (spark phase_tables.contention_rows)
+HOST_LOAD_REASONS = ("foreign load: ", "contended: ")
+
+
+def usable(row: Mapping[str, Any]) -> bool:
+    """Whether an A/B trial row counts: ok, or invalid for the host's load only (see the module docstring)."""
+    status = str(row.get("status") or "")
+    if status == "ok":
+        return True
+    if not status.startswith("invalid: "):
+        return False  # partial, failed, or no status
+    reasons = [r.strip() for r in str(row.get("invalid_reasons") or "").split("; ") if r.strip()]
+    return bool(reasons) and all(r.startswith(HOST_LOAD_REASONS) for r in reasons)
+
+
+def _values(rows: list[Mapping[str, Any]], column: str) -> list[float]:
+    return [v for v in (number(r.get(column)) for r in rows) if v is not None and v > 0]
+
+
+def _describe_side(rows: list[Mapping[str, Any]]) -> str:
+    """What a side ran: its client library and driver (from its first row)."""
+    if not rows:
+        return "no rows"
+    r = rows[0]
+    return f"{r.get('client_library') or '?'}, driver {r.get('driver')}"

@@ -1,0 +1,174 @@
+"""A/B in one run (param compare_with): the plan's ABBA order and shared topics, the refusals naming the field,
+the A/B verdicts from a run's trial rows, the history leaving side B out, and the report showing the A/B table
+first."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from brokerbench import abtest
+from brokerbench.ab_verdicts import RULE_AB, group_sides, verdicts
+from brokerbench.history import read_history
+from brokerbench.metrics import METRICS, Judgement
+from brokerbench.report.html import build_report
+from brokerbench.spec import SpecError, build_plan, load_suite
+from brokerbench.spec.plan import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
+
+SMOKE_ID = "smoke-1-topic-1-partition-100b"
+SIDE_B = {"client_libraries": {"kafka": "confluent-kafka"}}
+
+
+def ab_plan(**params):
+    return build_plan(load_suite("smoke"), {"brokers": ["kafka"], "variants": ["fsync-off"],
+                                            "compare_with": SIDE_B, **params})
+
+
+def test_an_ab_plan_alternates_the_sides_in_abba_order_on_shared_topics():
+    plan = ab_plan(trials=4)
+    items = plan.items_for("kafka", "fsync-off")
+    assert [(i.side, i.trial) for i in items] == [("A", 1), ("B", 1), ("B", 2), ("A", 2),
+                                                  ("A", 3), ("B", 3), ("B", 4), ("A", 4)]
+    assert [i.workload.id for i in items[:3]] == [f"{SMOKE_ID}.trial1", f"{SMOKE_ID}.B.trial1",
+                                                  f"{SMOKE_ID}.B.trial2"]
+    assert {i.client_library for i in items if i.side == "A"} == {"kafka-python"}
+    assert {i.client_library for i in items if i.side == "B"} == {"confluent-kafka"}
+    # one set of topics for both sides, each side's first trial warmed up; one deployment
+    assert {i.base_workload_id for i in items} == {SMOKE_ID}
+    assert [i.warms_up for i in items] == [True, True] + [False] * 6
+    assert len({i.key for i in items}) == 8
+    assert plan.deployments() == [("kafka", "fsync-off")]
+    assert plan.compare_with == SIDE_B
+    assert build_plan(load_suite("smoke"), json.loads(json.dumps(plan.params))).to_json() == plan.to_json()
+
+
+def test_an_ab_run_takes_the_default_trials_and_refuses_too_few_naming_the_field():
+    assert ab_plan().trials == AB_DEFAULT_TRIALS
+    assert AB_MIN_TRIALS == abtest.min_trials_per_side(0.95)
+    with pytest.raises(SpecError) as e:
+        ab_plan(trials=AB_MIN_TRIALS - 1)
+    assert e.value.field == "trials" and f"at least {AB_MIN_TRIALS} trials" in e.value.message
+
+
+@pytest.mark.parametrize("side_b, field, says", [
+    ({"broker_versions": {"kafka": "3.9.1"}}, "compare_with.broker_versions", "clients' side only"),
+    ({"client_libraries": {"kafka": "no-such"}}, "compare_with.client_libraries.kafka", "not a kafka client"),
+    ({"driver_files": ["relative.yaml"]}, "compare_with.driver_files", "not an absolute path"),
+    ({"client_libraries": {"pulsar": "pulsar-client"}}, "compare_with.client_libraries.pulsar", "not in suite"),
+])
+def test_a_bad_side_b_is_refused_naming_its_field(side_b, field, says):
+    params = {"brokers": ["kafka"], "compare_with": side_b}
+    if field.endswith("pulsar"):
+        suite = load_suite("smoke").model_copy(update={"brokers": {"kafka": load_suite("smoke").brokers["kafka"]}})
+    else:
+        suite = load_suite("smoke")
+    with pytest.raises(SpecError) as e:
+        build_plan(suite, params)
+    assert e.value.field == field and says in e.value.message
+
+
+# -- verdicts ------------------------------------------------------------------------------------------------
+
+
+def trial_rows(a_p99: list[float], b_p99: list[float], status_b: str = "ok") -> list[dict]:
+    rows = []
+    for side, values in (("A", a_p99), ("B", b_p99)):
+        for k, p99 in enumerate(values, start=1):
+            wid = f"{SMOKE_ID}{'.B' if side == 'B' else ''}.trial{k}"
+            rows.append({"workload": wid, "broker": "kafka", "variant": "fsync-off", "driver": "kafka-latency",
+                         "broker_version": "4.1.1", "status": "ok" if side == "A" else status_b,
+                         "client_library": "kafka-python" if side == "A" else "confluent-kafka",
+                         "publish_latency_p99_ms": p99, "publish_rate_msg_s": 1000.0 + k * 0.1})
+    return rows
+
+
+def by_metric(vs):
+    return {v.metric: v for v in vs}
+
+
+def test_side_b_slower_by_20_percent_is_a_regression_with_its_interval():
+    rng = random.Random(7)
+    a = [10 * rng.uniform(0.98, 1.02) for _ in range(5)]
+    b = [12 * rng.uniform(0.98, 1.02) for _ in range(5)]
+    vs = by_metric(verdicts(trial_rows(a, b)))
+    v = vs["publish_latency_p99_ms"]
+    assert v.rule == RULE_AB and v.verdict == Judgement.REGRESSED
+    assert v.workload == SMOKE_ID and v.baseline_n == 5
+    assert 1.1 < v.interval["ci_low"] <= v.interval["ratio"] <= v.interval["ci_high"] < 1.35
+    assert "kafka-python" in v.evidence and "confluent-kafka" in v.evidence
+    # the rates differ by a fraction of a message per second in every trial: a rank test sees it, the
+    # metric's threshold (3 %) says it does not matter
+    assert vs["publish_rate_msg_s"].verdict == Judgement.UNCHANGED
+    # end-to-end was not measured on either side: no verdict for it
+    assert "e2e_latency_p99_ms" not in vs
+
+
+def test_equal_sides_give_no_difference_and_invalid_trials_are_left_out():
+    same = [10.0, 10.4, 9.8, 10.1, 9.9]
+    assert by_metric(verdicts(trial_rows(same, list(reversed(same)))))["publish_latency_p99_ms"].verdict \
+        == Judgement.UNCHANGED
+    v = by_metric(verdicts(trial_rows(same, same, status_b="invalid: foreign load")))["publish_latency_p99_ms"]
+    assert v.verdict == "not judged: too few valid trials" and "5 valid trial(s) of A and 0 of B" in v.evidence
+
+
+def test_trials_invalid_for_the_hosts_load_only_count_and_others_do_not():
+    rows = trial_rows([10.0, 10.2, 9.9, 10.1], [13.0, 13.2, 12.9, 13.1])
+    for r in rows[:2] + rows[4:6]:
+        r["status"] = "invalid: foreign load: mean 40.0 % CPU; contended: another brokerbench run"
+        r["invalid_reasons"] = "foreign load: mean 40.0 % CPU (of all cores); contended: another brokerbench run (x)"
+    v = by_metric(verdicts(rows))["publish_latency_p99_ms"]
+    assert v.verdict == Judgement.REGRESSED and "4 of them invalid for the host's load only" in v.evidence
+    rows[0]["invalid_reasons"] += "; client-bound: client process CPU 99 %"
+    v = by_metric(verdicts(rows))["publish_latency_p99_ms"]
+    assert v.verdict == "not judged: too few valid trials" and "3 valid trial(s) of A" in v.evidence
+
+
+def test_a_run_without_side_b_has_no_ab_verdicts():
+    rows = [r for r in trial_rows([1, 2, 3, 4], [1, 2, 3, 4]) if ".B." not in r["workload"]]
+    assert verdicts(rows) == [] and list(group_sides(rows)) == [(SMOKE_ID, "kafka", "fsync-off")]
+
+
+# -- history and report ----------------------------------------------------------------------------------------
+
+
+def test_the_history_keeps_side_a_only(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark_jobs"))
+    from brokerbench_spark.history_writer import append_run
+
+    run_dir = tmp_path / "runs" / "dag" / "run1"
+    (run_dir / "summary" / "summary.parquet").mkdir(parents=True)
+    rows = trial_rows([10.0] * 4, [12.0] * 4)
+    pq.write_table(pa.Table.from_pylist(rows), run_dir / "summary" / "summary.parquet" / "part-0.parquet")
+    meta = {"dag_id": "dag", "run_id": "run1", "run_ts": "2026-11-28T00:00:00+00:00", "environment": "local",
+            "params": {"compare_with": SIDE_B}}
+    (run_dir / "summary" / "run_meta.json").write_text(json.dumps(meta))
+    out = append_run(str(tmp_path / "history"), str(tmp_path / "history"), str(run_dir), "now")
+    assert out["rows"] == 4
+    written = read_history(str(tmp_path / "history"))
+    assert sorted(r["workload"] for r in written) == sorted(f"{SMOKE_ID}.trial{k}" for k in range(1, 5))
+
+
+def test_the_report_shows_the_ab_table_before_the_key_figures(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    (run_dir / "summary").mkdir(parents=True)
+    rows = trial_rows([10.0, 10.2, 9.9, 10.1, 10.05], [12.0, 12.3, 11.9, 12.1, 12.2])
+    with open(run_dir / "summary" / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    vs = [v.to_dict() for v in verdicts(rows, METRICS)]
+    (run_dir / "summary" / "regression.json").write_text(json.dumps({"verdicts": vs, "rule": {}}))
+    plan = ab_plan()
+    (run_dir / "plan.json").write_text(plan.to_json())
+    html = build_report(run_dir).read_text()
+    assert html.index('id="ab"') < html.index('id="key-figures"')
+    section = html[html.index('id="ab"'):html.index('id="key-figures"')]
+    assert "B slower" in section and "publish_latency_p99_ms" in section and "confluent-kafka" in section
