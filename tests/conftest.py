@@ -79,6 +79,8 @@ def pytest_collection_modifyitems(config, items):
         marker = DIRECTORY_MARKERS.get(top)
         if marker:
             item.add_marker(getattr(pytest.mark, marker))
-    if getattr(config.option, "dist", "no") != "no":  # the longest groups first (the sort keeps module order)
+    # the longest groups first (the sort keeps module order); in the controller and in each xdist worker, whose
+    # collection order is the one the scheduler hands out
+    if getattr(config.option, "dist", "no") != "no" or hasattr(config, "workerinput"):
         rank = {g: i for i, g in enumerate(GROUP_ORDER)}
         items.sort(key=lambda it: rank.get(group_of(it.nodeid), len(rank)))
