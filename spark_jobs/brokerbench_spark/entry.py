@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from . import pyfiles
+from .history_writer import SIDE_B_TRIAL
 from .outputs import csv_text, text_table, write_run_outputs, write_text
 from .phase_tables import (
     SUMMARY_SCHEMA,
@@ -160,13 +161,21 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
         provenance = read_provenance(run_dir, client)
         contention = contention_rows(read_text(uri, client) for uri, _ in
                                      list_files(run_dir, "provenance/phases/*.json", client))
-        finished += [finish_summary(part, provenance.get((part["broker"], part["variant"])),
+        finished += [finish_summary(part, side_provenance(provenance, part),
                                     contention.get(phase_label(part["workload"], part["driver"], part["variant"])))
                      for part in by_table["summary"] if part["run"] == run]
     tables.summary = _by_run(finished, COMBO, summary_order)
     tables.quantiles = _by_run([q for q in by_table["quantiles"] if q["run"] in measured], [*COMBO, "metric"])
     tables.omb_series = _by_run([o for o in by_table["omb"] if o["run"] in measured], [*COMBO, "window"])
     return tables
+
+
+def side_provenance(provenance: dict[tuple[str, str], dict], part: dict) -> dict | None:
+    """A summary row's provenance: its broker x variant's, or for side B of an A/B run on another broker version
+    (workload ``<id>.B.trial<k>``) side B's own (``provenance/<broker>__<variant>.B.json``) where there is one."""
+    if SIDE_B_TRIAL.match(str(part.get("workload") or "")) and (part["broker"], f"{part['variant']}.B") in provenance:
+        return provenance[(part["broker"], f"{part['variant']}.B")]
+    return provenance.get((part["broker"], part["variant"]))
 
 
 def read_provenance(run_dir: str, client=None) -> dict[tuple[str, str], dict]:

@@ -46,7 +46,7 @@ RUN_COLUMNS = ["run_key", "dag_id", "run_id", "run_type", "run_ts", "environment
                "pipeline_brokerbench_version", "results_run_dir", "appended_at"]
 UNKNOWN = "unknown"
 MANIFESTS = "_manifests"
-#: a trial row of side B of an A/B run (brokerbench.util.side_b_id / trial_id)
+#: a trial row of side B of an A/B run: workload ``<id>.B.trial<k>`` (brokerbench.util.side_b_id / trial_id)
 SIDE_B_TRIAL = re.compile(r"^.+\.B\.trial[1-9][0-9]*$")
 #: characters Spark escapes in a partition directory's value (ExternalCatalogUtils.escapePathName)
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}

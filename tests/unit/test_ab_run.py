@@ -56,7 +56,8 @@ def test_an_ab_run_takes_the_default_trials_and_refuses_too_few_naming_the_field
 
 
 @pytest.mark.parametrize("side_b, field, says", [
-    ({"broker_versions": {"kafka": "3.9.1"}}, "compare_with.broker_versions", "clients' side only"),
+    ({"variants": ["fsync-on"]}, "compare_with.variants", "compare variants across runs"),
+    ({"broker_versions": {"kafka": ""}}, "compare_with.broker_versions.kafka", "is no version"),
     ({"client_libraries": {"kafka": "no-such"}}, "compare_with.client_libraries.kafka", "not a kafka client"),
     ({"driver_files": ["relative.yaml"]}, "compare_with.driver_files", "not an absolute path"),
     ({"client_libraries": {"pulsar": "pulsar-client"}}, "compare_with.client_libraries.pulsar", "not in suite"),
@@ -172,3 +173,110 @@ def test_the_report_shows_the_ab_table_before_the_key_figures(tmp_path: Path):
     assert html.index('id="ab"') < html.index('id="key-figures"')
     section = html[html.index('id="ab"'):html.index('id="key-figures"')]
     assert "B slower" in section and "publish_latency_p99_ms" in section and "confluent-kafka" in section
+
+
+# -- side B on another broker version ----------------------------------------------------------------------------
+
+
+def test_side_b_on_another_version_is_checked_and_refused_where_nothing_is_deployed(monkeypatch):
+    from brokerbench.environments.registry import environment_kind
+    from brokerbench.pipeline.setup import check_side_b
+
+    plan = ab_plan(compare_with={"broker_versions": {"kafka": "3.9.1"}})
+    assert plan.redeploys_sides("kafka") and not plan.redeploys_sides("rabbitmq")
+    assert plan.side_environment_settings("B")["broker_versions"]["kafka"] == "3.9.1"
+    assert "kafka" not in (plan.side_environment_settings("A").get("broker_versions") or {})
+    with pytest.raises(SpecError) as e:
+        ab_plan(compare_with={"broker_versions": {"pulsar": "4.0.7"}})
+    assert e.value.field == "compare_with.broker_versions.pulsar"
+    external = plan.model_copy(update={"environment": "external"})
+    with pytest.raises(SpecError) as e:
+        check_side_b(external, {})
+    assert e.value.field == "compare_with.broker_versions" and "deploys no broker" in e.value.message
+    # the environment checks side B's versions as side A's, the refusal naming side B's field
+    kind = environment_kind("local")
+
+    def refuse(plan, params):
+        assert plan.environment_settings["broker_versions"]["kafka"] == "3.9.1"
+        raise SpecError("no such release", None, "params.broker_versions.kafka")
+    monkeypatch.setattr(kind, "check_plan", refuse)
+    with pytest.raises(SpecError) as e:
+        check_side_b(plan, {})
+    assert e.value.field == "compare_with.broker_versions.kafka"
+
+
+class VersionedEnv:
+    """An environment that records what happens, in one log shared by the objects of both sides."""
+
+    def __init__(self, log, side):
+        self.log, self.side = log, side
+
+    def stop_workers(self):
+        return []
+
+    def health(self, broker):
+        pass
+
+    def before_phase(self, phase, label):
+        return None
+
+    def deploy(self, broker, broker_settings, variant, driver_overrides):
+        from brokerbench.environments.base import BrokerEndpoint
+
+        self.log.append(("deploy", self.side or "A"))
+        return BrokerEndpoint(broker, "apache-kafka", "3.9.1" if self.side == "B" else "4.1.1",
+                              bootstrap_servers="127.0.0.1:9092")
+
+    def record_created(self, broker, names):
+        pass
+
+    def client_secrets(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def run_workers(self, jobs, outs, timeout_s):
+        for job, out in zip(jobs, outs):
+            self.log.append((job["phase"], job["workload_id"]))
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(json.dumps({"record": "end", "status": "ok"}) + "\n")
+        return [{"worker": j["worker"], "returncode": 0} for j in jobs]
+
+
+def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_change_of_side(tmp_path, monkeypatch):
+    from brokerbench.pipeline import benchmark, environment_lease
+    from brokerbench.pipeline.context import RunContext
+
+    ctx = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
+    plan = ab_plan(trials=4, compare_with={"broker_versions": {"kafka": "3.9.1"}}, results_root=str(tmp_path))
+    ctx.plan_path.parent.mkdir(parents=True, exist_ok=True)
+    ctx.plan_path.write_text(plan.to_json())
+    log: list[tuple[str, str]] = []
+    monkeypatch.setattr(ctx, "environment", lambda side=None: VersionedEnv(log, side))
+    monkeypatch.setattr(environment_lease, "hold_environment", lambda ctx: None)
+    monkeypatch.setattr(benchmark, "worker_processes", lambda ctx: 1)
+    monkeypatch.setattr(benchmark, "prepare_job", lambda job: log.append(("prepare", job["workload_id"])))
+    benchmark.deploy(ctx, "kafka", "fsync-off")
+    benchmark.prepare_topics(ctx, "kafka", "fsync-off")
+    benchmark.run_phase(ctx, "kafka", "fsync-off", "warmup")
+    benchmark.run_phase(ctx, "kafka", "fsync-off", "measure")
+    a, b = f"{SMOKE_ID}.trial", f"{SMOKE_ID}.B.trial"
+    assert log == [("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}1"), ("measure", f"{a}1"),
+                   ("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}1"), ("measure", f"{b}1"),
+                   ("measure", f"{b}2"),
+                   ("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}2"), ("measure", f"{a}2"),
+                   ("measure", f"{a}3"),
+                   ("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}3"), ("measure", f"{b}3"),
+                   ("measure", f"{b}4"),
+                   ("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}4"), ("measure", f"{a}4")]
+    # each side's broker is recorded where the aggregation gives each side's rows their version
+    assert json.loads((ctx.run_dir / "provenance" / "kafka__fsync-off.B.json").read_text())["version"] == "3.9.1"
+    assert json.loads((ctx.run_dir / "provenance" / "kafka__fsync-off.json").read_text())["version"] == "4.1.1"
+    # a retried measured phase repeats nothing complete and deploys nothing
+    log.clear()
+    benchmark.run_phase(ctx, "kafka", "fsync-off", "measure")
+    assert log == []
+    warm = plan.items[0].workload.warmup_duration_minutes * 60 + benchmark.WORKER_GRACE_S
+    measured = plan.items[0].workload.test_duration_minutes * 60 + benchmark.WORKER_GRACE_S
+    assert benchmark.phase_timeout_s(ctx, "kafka", "fsync-off", "measure") == pytest.approx(
+        8 * measured + 4 * (benchmark.DEPLOY_BOUND_S + warm) + 300)

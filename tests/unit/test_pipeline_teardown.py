@@ -16,7 +16,7 @@ class _Env:
 def test_teardown_records_what_it_stopped(tmp_path, monkeypatch):
     ctx = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
     env = _Env()
-    monkeypatch.setattr(ctx, "environment", lambda: env)
+    monkeypatch.setattr(ctx, "environment", lambda side=None: env)
     assert teardown.teardown(ctx) == {"stopped": ["rabbitmq"], "left": []}
     assert env.calls == 1
     assert ctx.read_json("provenance/teardown.json") == {"stopped": ["rabbitmq"], "left": []}

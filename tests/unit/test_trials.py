@@ -134,7 +134,7 @@ def test_the_measured_phase_runs_the_trials_back_to_back_after_one_warm_up(tmp_p
     ctx.plan_path.parent.mkdir(parents=True, exist_ok=True)
     ctx.plan_path.write_text(plan.to_json())
     env = FakeEnv()
-    monkeypatch.setattr(ctx, "environment", lambda: env)
+    monkeypatch.setattr(ctx, "environment", lambda side=None: env)
     monkeypatch.setattr(benchmark, "_endpoint",
                         lambda *a: BrokerEndpoint("rabbitmq", "rabbitmq", "3", amqp_uris=["amqp://x"]))
     monkeypatch.setattr(environment_lease, "hold_environment", lambda ctx: None)

@@ -15,7 +15,7 @@ from brokerbench.pipeline.context import NotSelected, RunContext, log
 from brokerbench.spec.clients import ceiling_warning
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
-from brokerbench.util import run_prefix, safe_name
+from brokerbench.util import run_prefix, safe_name, write_atomic
 from brokerbench.worker.job import Job
 from brokerbench.worker.runner import SWEEP_RATES, prepare_job, workload_kind
 from brokerbench.worker.scaleout import split_job
@@ -30,27 +30,59 @@ def _items(ctx: RunContext, broker: str, variant: str):
     return items
 
 
-def _provenance_path(broker: str, variant: str) -> str:
-    return f"provenance/{broker}__{variant}.json"
+def _provenance_path(broker: str, variant: str, side: str | None = None) -> str:
+    """The deployed broker's record: ``provenance/<broker>__<variant>.json``; side B of an A/B run on another
+    broker version: ``<broker>__<variant>.B.json`` (the aggregation gives side B's rows its version)."""
+    return f"provenance/{broker}__{variant}{'.B' if side == 'B' else ''}.json"
+
+
+def _deployed_path(broker: str, variant: str) -> str:
+    """Which side of an A/B run on two broker versions is deployed now ("A" or "B")."""
+    return f"state/{broker}__{variant}.side"
+
+
+def _redeploys(ctx: RunContext, broker: str) -> bool:
+    return ctx.plan().redeploys_sides(broker)
 
 
 def deploy(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
-    items = _items(ctx, broker, variant)
     environment_lease.hold_environment(ctx)
+    first = _items(ctx, broker, variant)[0]
+    return deploy_side(ctx, broker, variant, first.side if _redeploys(ctx, broker) else None).to_dict()
+
+
+def deploy_side(ctx: RunContext, broker: str, variant: str, side: str | None) -> BrokerEndpoint:
+    """Deploy ``broker`` for ``variant`` as ``side`` of an A/B run on two broker versions wants it (None: the
+    run's one deployment) and record it (provenance, and which side is deployed)."""
+    items = [i for i in _items(ctx, broker, variant) if side is None or i.side == side]
     first = items[0]
-    endpoint = ctx.environment().deploy(broker, first.broker_settings, variant, first.driver_overrides)
+    endpoint = ctx.environment(side).deploy(broker, first.broker_settings, variant, first.driver_overrides)
     record = {**endpoint.to_dict(), "variant_description": first.variant_description,
               "drivers": {i.driver.name: i.driver.to_omb_dict() for i in items}}
-    ctx.write_json(_provenance_path(broker, variant), record)
+    if side is not None:
+        record["side"] = side
+    ctx.write_json(_provenance_path(broker, variant, side), record)
+    if side is not None:
+        write_atomic(ctx.run_dir / _deployed_path(broker, variant), side)
     d = endpoint.durability or {}
-    log.info("%s deployed: %s %s; durability %s: %s", broker, endpoint.implementation, endpoint.version,
-             variant, "honoured" if d.get("honoured") else f"NOT honoured: {d.get('note')}")
-    return endpoint.to_dict()
+    log.info("%s deployed%s: %s %s; durability %s: %s", broker, f" (side {side})" if side else "",
+             endpoint.implementation, endpoint.version, variant,
+             "honoured" if d.get("honoured") else f"NOT honoured: {d.get('note')}")
+    return endpoint
+
+
+def deployed_side(ctx: RunContext, broker: str, variant: str) -> str | None:
+    """The side deployed now in an A/B run on two broker versions (None in other runs or before the deploy)."""
+    try:
+        return (ctx.run_dir / _deployed_path(broker, variant)).read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _endpoint(ctx: RunContext, broker: str, variant: str) -> BrokerEndpoint:
-    """Where the deployed broker listens, from the deploy task's provenance record."""
-    return BrokerEndpoint.from_dict(ctx.read_json(_provenance_path(broker, variant)))
+    """Where the deployed broker listens, from the deploy task's provenance record (of the side deployed now)."""
+    return BrokerEndpoint.from_dict(ctx.read_json(_provenance_path(broker, variant, deployed_side(ctx, broker,
+                                                                                                  variant))))
 
 
 def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
@@ -164,14 +196,19 @@ def record_client_engine(ctx: RunContext, broker: str, variant: str, libraries: 
 
 
 def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
-    endpoint = _endpoint(ctx, broker, variant)
     environment_lease.hold_environment(ctx)
-    env = ctx.environment()
+    return _prepare(ctx, broker, variant, _endpoint(ctx, broker, variant), deployed_side(ctx, broker, variant))
+
+
+def _prepare(ctx: RunContext, broker: str, variant: str, endpoint: BrokerEndpoint, side: str | None) -> list[str]:
+    """Create every workload's topics and subscriptions on the deployed broker (``side``: only that side's items,
+    in an A/B run whose sides deploy two broker versions)."""
+    env = ctx.environment(side)
     created = []
     libraries = set()
     for item in _items(ctx, broker, variant):
-        if not item.warms_up:
-            continue  # a later trial: the first trial's topics
+        if not item.warms_up or (side is not None and item.side != side):
+            continue  # a later trial: the first trial's topics; the other side: prepared after its deploy
         job = _job(ctx, item, endpoint, "prepare", 0, 1, "prepare")
         env.record_created(broker, object_names(job))  # before they exist: a crash in between leaves none unknown
         with env.client_secrets():
@@ -268,11 +305,14 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
 
     With trials (plan ``trials`` > 1) the measured phase runs each workload's
     trials back to back, each into its own result files; only the first trial
-    has a warm-up. A retried task skips workloads whose result is already complete. A
-    failing workload does not stop the others; the task fails at the end,
-    naming every failure, with all result files kept.
+    has a warm-up. In an A/B run whose side B runs another broker version, the
+    measured phase deploys the other side's version afresh wherever the side
+    changes (ABBA: once per pair of trials), prepares the topics again and warms
+    the new broker up before the trial; the warm-up task warms up the side
+    deployed first only. A retried task skips workloads whose result is already
+    complete. A failing workload does not stop the others; the task fails at the
+    end, naming every failure, with all result files kept.
     """
-    plan = ctx.plan()
     endpoint = _endpoint(ctx, broker, variant)
     environment_lease.hold_environment(ctx)
     env = ctx.environment()
@@ -281,47 +321,81 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
         log.warning("stopped a leftover worker of an earlier try: %s", w)
     salvage_attempts(ctx.run_dir)  # before this try writes its own attempt files over them
     env.health(broker)  # a broker that died fails here, by name, before any load
-    outcomes, failures = [], []
+    redeploys = _redeploys(ctx, broker)
+    outcomes: list[dict[str, Any]] = []
+    failures: list[str] = []
     for item in _items(ctx, broker, variant):
         if phase == "warmup" and not item.warms_up:
             continue  # trial 2..N: measured right after the trial before it, on the same warm topics
-        minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
-        if not minutes:
-            log.info("%s: no %s configured", item.key, phase)
-            continue
-        job = _job(ctx, item, endpoint, phase, minutes * 60.0, plan.interval_seconds, "localhost-0")
-        # a throughput sweep's measured phase is written to phase directory "sweep"
-        phase_dir = "sweep" if phase == "measure" and job["kind"] == "throughput-sweep" else phase
-        jobs = [dict(j, phase=phase_dir) for j in split_job(job, worker_processes(ctx))]
-        outs = [result_path(ctx, item, phase_dir, j["worker"]) for j in jobs]
-        out = outs[0]
-        if phase == "measure" and all(completed_ok(o) for o in outs):
-            log.info("%s: measured phase already complete in %s, not repeated", item.key, out.parent)
-            continue
-        attempts = [o.with_name(o.name + ".attempt") for o in outs]
-        log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job["kind"],
-                 minutes * 60, job["rate_msg_s"], len(jobs))
-        label = safe_name(f"{item.workload.id}__{item.driver.name}__{item.variant}__{phase}")
-        phase_rec = env.before_phase(phase, label)
-        try:
-            res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + WORKER_GRACE_S)
-        finally:
-            if phase_rec is not None:
-                # host metrics of the phase, stored with the results (hostmetrics/<same path>/<host>.jsonl)
-                dest = ctx.run_dir / "hostmetrics" / Path(*out.relative_to(ctx.run_dir / "raw").parts[:-1])
-                phase_rec["hosts"] = env.after_phase(phase, label, str(dest))
-                ctx.write_json(f"provenance/phases/{label}.json", phase_rec)
-        for o, a in zip(outs, attempts):
-            keep_best_attempt(o, a)
-        for r, o in zip(res, outs):
-            r["path"] = str(o)
-        outcomes += res
-        failures += [f"{item.key}: {r['worker']}: {r.get('error') or 'exit ' + str(r['returncode'])}"
-                     for r in res if r.get("returncode") != 0]
+        if redeploys and item.side != deployed_side(ctx, broker, variant):
+            if phase == "warmup":
+                log.info("%s: side %s is warmed up after its deploy, in the measured phase", item.key, item.side)
+                continue
+            if phase == "measure" and _complete(ctx, item):
+                continue
+            endpoint = _switch_side(ctx, broker, variant, item)
+            res, failed = _run_item(ctx, env, item, endpoint, "warmup")
+            outcomes, failures = outcomes + res, failures + failed
+        res, failed = _run_item(ctx, env, item, endpoint, phase)
+        outcomes, failures = outcomes + res, failures + failed
     if failures:
         raise RuntimeError(f"{phase} on {broker} failed for {len(failures)} worker(s); results measured so far "
                            f"are kept in {ctx.run_dir / 'raw'}:\n" + "\n".join(failures))
     return outcomes
+
+
+def _switch_side(ctx: RunContext, broker: str, variant: str, item) -> BrokerEndpoint:
+    """Deploy the broker version of ``item``'s side (a fresh broker: the other side's is stopped), create the
+    topics again; the caller warms it up."""
+    log.info("%s: side %s runs %s at another version: deploying it afresh", item.key, item.side, broker)
+    endpoint = deploy_side(ctx, broker, variant, item.side)
+    _prepare(ctx, broker, variant, endpoint, item.side)
+    return endpoint
+
+
+def _complete(ctx: RunContext, item) -> bool:
+    """Whether ``item``'s measured phase already has complete result files (a retried task skips it)."""
+    outs = sorted((ctx.run_dir / "raw" / safe_name(item.workload.id) / safe_name(item.driver.name)
+                   / safe_name(item.variant)).glob("*/*.jsonl"))
+    return bool(outs) and all(completed_ok(o) for o in outs if o.parent.name in ("measure", "sweep"))
+
+
+def _run_item(ctx: RunContext, env, item, endpoint: BrokerEndpoint,
+              phase: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """One workload's warm-up or measured phase on the environment's workers: (worker outcomes, failures)."""
+    plan = ctx.plan()
+    minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
+    if not minutes:
+        log.info("%s: no %s configured", item.key, phase)
+        return [], []
+    job = _job(ctx, item, endpoint, phase, minutes * 60.0, plan.interval_seconds, "localhost-0")
+    # a throughput sweep's measured phase is written to phase directory "sweep"
+    phase_dir = "sweep" if phase == "measure" and job["kind"] == "throughput-sweep" else phase
+    jobs = [dict(j, phase=phase_dir) for j in split_job(job, worker_processes(ctx))]
+    outs = [result_path(ctx, item, phase_dir, j["worker"]) for j in jobs]
+    out = outs[0]
+    if phase == "measure" and all(completed_ok(o) for o in outs):
+        log.info("%s: measured phase already complete in %s, not repeated", item.key, out.parent)
+        return [], []
+    attempts = [o.with_name(o.name + ".attempt") for o in outs]
+    log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job["kind"],
+             minutes * 60, job["rate_msg_s"], len(jobs))
+    label = safe_name(f"{item.workload.id}__{item.driver.name}__{item.variant}__{phase}")
+    phase_rec = env.before_phase(phase, label)
+    try:
+        res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + WORKER_GRACE_S)
+    finally:
+        if phase_rec is not None:
+            # host metrics of the phase, stored with the results (hostmetrics/<same path>/<host>.jsonl)
+            dest = ctx.run_dir / "hostmetrics" / Path(*out.relative_to(ctx.run_dir / "raw").parts[:-1])
+            phase_rec["hosts"] = env.after_phase(phase, label, str(dest))
+            ctx.write_json(f"provenance/phases/{label}.json", phase_rec)
+    for o, a in zip(outs, attempts):
+        keep_best_attempt(o, a)
+    for r, o in zip(res, outs):
+        r["path"] = str(o)
+    return res, [f"{item.key}: {r['worker']}: {r.get('error') or 'exit ' + str(r['returncode'])}"
+                 for r in res if r.get("returncode") != 0]
 
 
 #: the workers' own bound past a phase's duration (run_phase's timeout_s), s
@@ -329,15 +403,26 @@ WORKER_GRACE_S = 180.0
 
 
 def phase_timeout_s(ctx: RunContext, broker: str, variant: str, phase: str) -> float:
-    """A phase task's execution_timeout: each workload's phase plus the workers' bound, plus 5 minutes."""
-    total = 0.0
+    """A phase task's execution_timeout: each workload's phase plus the workers' bound, plus 5 minutes; in an A/B
+    run on two broker versions, the measured phase also each change of side's deploy and warm-up."""
+    total, side = 0.0, "A"
+    redeploys = _redeploys(ctx, broker)
     for item in _items(ctx, broker, variant):
         if phase == "warmup" and not item.warms_up:
             continue
+        if redeploys and item.side != side:
+            if phase == "warmup":
+                continue  # warmed up after its deploy, in the measured phase
+            side = str(item.side)
+            total += DEPLOY_BOUND_S + (item.workload.warmup_duration_minutes or 0) * 60.0 + WORKER_GRACE_S
         minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
         if minutes:
             total += minutes * 60.0 + WORKER_GRACE_S
     return total + 300.0
+
+
+#: a broker deploy's bound in a phase task's execution_timeout (an A/B run's change of broker version), s
+DEPLOY_BOUND_S = 600.0
 
 
 def undeploy(ctx: RunContext, broker: str) -> None:

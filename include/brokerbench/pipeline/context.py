@@ -125,9 +125,13 @@ class RunContext:
         """The run's environment in the registry (:mod:`brokerbench.environments.registry`)."""
         return environment_kind(self.environment_name())
 
-    def environment(self) -> Environment:
-        """The run's environment object; it loads its own machinery (the aws one boto3 and paramiko)."""
-        return self.environment_kind().create(self.run_key, self.environment_settings(), self.plan_or_none())
+    def environment(self, side: str | None = None) -> Environment:
+        """The run's environment object; it loads its own machinery (the aws one boto3 and paramiko). ``side``
+        "B": with side B's broker versions of an A/B run (Plan.side_environment_settings)."""
+        plan = self.plan_or_none()
+        settings = plan.side_environment_settings(side) if side == "B" and plan is not None else \
+            self.environment_settings()
+        return self.environment_kind().create(self.run_key, settings, plan)
 
     def environment_settings(self) -> dict[str, Any]:
         """The plan's ``environment_settings`` (suite environmentSettings refined by params); {} before the

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from brokerbench.environments.registry import environment_kind
+from brokerbench.environments.registry import PlanCheck, environment_kind
 from brokerbench.pipeline import benchmark, environment_lease
 from brokerbench.pipeline.context import RunContext, log
-from brokerbench.spec import build_plan, load_suite
+from brokerbench.spec import Plan, SpecError, build_plan, load_suite
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
@@ -33,6 +33,10 @@ def validate(ctx: RunContext) -> dict[str, Any]:
     # variants that need a broker restart, the safety limits; local: broker implementations and versions),
     # each naming the setting, before the lease and before any machine
     checked = environment_kind(plan.environment).check_plan(plan, ctx.params)
+    side_b = check_side_b(plan, ctx.params)
+    if side_b is not None:  # side B's own provenance files beside side A's: <name>.B.json
+        checked.said += [f"side B: {line}" for line in side_b.said]
+        checked.provenance.update({k.removesuffix(".json") + ".B.json": v for k, v in side_b.provenance.items()})
     for line in checked.said:
         log.info("%s", line)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
@@ -50,6 +54,28 @@ def validate(ctx: RunContext) -> dict[str, Any]:
         log.warning("%s", line)
     return {"items": len(plan.items), "run_dir": str(ctx.run_dir), "environment": plan.environment,
             "client_libraries": clients, "warnings": warnings}
+
+
+def check_side_b(plan: Plan, params: dict[str, Any]) -> PlanCheck | None:
+    """Side B's broker versions of an A/B run, checked by the environment as side A's are (a refusal names
+    ``compare_with.broker_versions...``); refused where the environment deploys nothing. None: no side B
+    versions."""
+    versions = (plan.compare_with or {}).get("broker_versions")
+    if not versions:
+        return None
+    kind = environment_kind(plan.environment)
+    if kind.default_broker_versions() is None:
+        raise SpecError(f"the {plan.environment} environment deploys no broker (its clusters run their own "
+                        "versions): side B cannot run another version; compare runs of two clusters instead "
+                        "(brokerbench compare)", field="compare_with.broker_versions")
+    side_b = plan.model_copy(update={"environment_settings": plan.side_environment_settings("B")})
+    merged = {**(params.get("broker_versions") or {}), **versions}
+    try:
+        return kind.check_plan(side_b, {**params, "broker_versions": merged})
+    except SpecError as e:
+        field = (e.field or "broker_versions").removeprefix("params.")
+        raise SpecError(e.message, file=e.file, field=f"compare_with.{field}" if field.startswith(
+            "broker_versions") else field) from None
 
 
 def provision(ctx: RunContext) -> dict[str, Any]:

@@ -120,13 +120,15 @@ PARAMS: tuple[RunParam, ...] = (
                              for b, libs in CLIENT_LIBRARIES.items()},
               "additionalProperties": False}),
     RunParam("compare_with", "plan",
-             "A/B in one run: side B's client libraries and/or driver files, e.g. {\"driver_files\": "
-             "[\"/abs/kafka-linger.yaml\"]}; both sides measured alternately (ABBA), trials per side (at least 4, "
-             "default 5), judged per metric with a rank test's interval (docs/analytics.md); empty = no A/B",
+             "A/B in one run: side B's broker versions, client libraries and/or driver files, e.g. "
+             "{\"broker_versions\": {\"kafka\": \"4.0.0\"}}; both sides measured alternately (ABBA), trials "
+             "per side (at least 4, default 5), judged per metric with a rank test's interval (docs/analytics.md); "
+             "empty = no A/B",
              {"type": ["null", "object"],
               "properties": {"client_libraries": {"type": "object"},
                              "driver_files": {"type": "array", "items": {"type": "string", "minLength": 1},
-                                              "minItems": 1}},
+                                              "minItems": 1},
+                             "broker_versions": {"type": "object"}},
               "additionalProperties": False}),
     RunParam("environment", "plan", "Where the brokers run (external: clusters that exist, docs/external.md)",
              {"type": "string", "enum": ["local", "aws", "external"]},

@@ -17,17 +17,19 @@ runs them back to back; they share the first trial's topics and subscriptions
 N = 1 the plan is what it was without trials (no suffix, same result paths
 and history keys).
 
-A/B in one run: with ``compare_with`` (what side B changes: client libraries,
-driver files) every workload's trials are measured for side A (the run's own
-params) and side B alternately, in ABBA order (A1 B1, B2 A2, A3 B3, ...) so a
-drift of the host over the run weighs on both sides alike. Side B's workload
-ids are ``<id>.B.trial<k>`` (``util.side_b_id``); both sides share the topics,
-and each side's first trial is warmed up. brokerbench.abtest judges the sides
-(docs/analytics.md, "A/B in one run").
+A/B in one run: with ``compare_with`` (what side B changes: broker versions,
+client libraries, driver files) every workload's trials are measured for side
+A (the run's own params) and side B alternately, in ABBA order (A1 B1, B2 A2,
+A3 B3, ...) so a drift of the host over the run weighs on both sides alike.
+Side B's workload ids are ``<id>.B.trial<k>`` (``util.side_b_id``); the sides
+share the topic names, and each side's first trial is warmed up (with another
+broker version: after every redeploy, pipeline.benchmark). brokerbench.abtest
+judges the sides (docs/analytics.md, "A/B in one run").
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from pathlib import Path
@@ -81,15 +83,18 @@ def _absolute_paths(v: list[str] | None) -> list[str] | None:
 class CompareWith(BaseModel):
     """Side B of an A/B run (param ``compare_with``): the params it changes from the run's own (side A).
 
-    Both sides run on the one deployed broker, so what may differ is on the clients' side: the client library
-    and the driver file (producer / consumer settings). The same values as side A make an A/A run, the check
-    that the method finds no difference where there is none.
+    On the clients' side, the client library and the driver file (producer / consumer settings): both sides
+    run on one deployed broker. ``broker_versions``: side B's trials run on another version of the broker,
+    deployed afresh (and warmed up) at every change of side; an environment that deploys nothing (external
+    clusters) refuses it. The same values as side A make an A/A run, the check that the method finds no
+    difference where there is none.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     client_libraries: dict[str, str] | None = None
     driver_files: list[str] | None = Field(default=None, min_length=1)
+    broker_versions: dict[str, str] | None = None
 
     _lists = field_validator("driver_files", mode="before")(_comma_list)
     _libraries = field_validator("client_libraries")(_library_choice)
@@ -99,11 +104,21 @@ class CompareWith(BaseModel):
     @classmethod
     def _deploy_level(cls, v: Any) -> Any:
         if isinstance(v, dict):
-            for key in ("broker_versions", "variants", "broker_implementations"):
+            for key in ("variants", "broker_implementations"):
                 if key in v:
-                    raise FieldValueError(key, "side B of an A/B run differs on the clients' side only (client_"
-                                          "libraries, driver_files): both sides run on one deployed broker. Compare "
-                                          f"{key.replace('_', ' ')} across runs (brokerbench compare)")
+                    raise FieldValueError(key, "side B of an A/B run may change client_libraries, driver_files and "
+                                          f"broker_versions; compare {key.replace('_', ' ')} across runs "
+                                          "(brokerbench compare)")
+        return v
+
+    @field_validator("broker_versions")
+    @classmethod
+    def _versions(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        for broker, version in (v or {}).items():
+            if broker not in SUPPORTED_BROKERS:
+                raise FieldValueError(broker, f"unknown broker; supported brokers: {', '.join(SUPPORTED_BROKERS)}")
+            if not isinstance(version, str) or not version.strip() or len(version) > 40:
+                raise FieldValueError(broker, f"{version!r} is no version (1 to 40 characters, e.g. 4.0.0)")
         return v
 
 
@@ -233,6 +248,19 @@ class Plan(BaseModel):
     def from_json(cls, text: str | bytes) -> "Plan":
         return cls.model_validate_json(text)
 
+    def redeploys_sides(self, broker: str) -> bool:
+        """Whether side B of this A/B run runs ``broker`` at another version: deployed afresh at every change of
+        side."""
+        return broker in ((self.compare_with or {}).get("broker_versions") or {})
+
+    def side_environment_settings(self, side: str | None) -> dict[str, Any]:
+        """The environment settings a side deploys with: the plan's, with side B's broker versions over them."""
+        settings = copy.deepcopy(self.environment_settings)
+        versions = (self.compare_with or {}).get("broker_versions") or {}
+        if side == "B" and versions:
+            settings["broker_versions"] = {**(settings.get("broker_versions") or {}), **versions}
+        return settings
+
     def deployments(self) -> list[tuple[str, str]]:
         """(broker, variant) pairs in run order: one broker deployment each."""
         seen: dict[tuple[str, str], None] = {}
@@ -284,6 +312,10 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
         except SpecError as e:
             raise SpecError(e.message, file=e.file, field=f"compare_with.{e.field}" if e.field else "compare_with") \
                 from None
+        for broker in b.broker_versions or {}:
+            if broker not in brokers:
+                raise SpecError(f"broker {broker!r} is not benchmarked by this run (it runs: {', '.join(brokers)})",
+                                field=f"compare_with.broker_versions.{broker}")
 
     suite_overrides = normalize_workload_keys(suite.overrides, file=file, field_prefix="overrides")
     resolved = []
