@@ -33,6 +33,16 @@
                                           local environment deploys it on loopback and tears it
                                           down; the agreement table goes to
                                           <results root>/calibration/<broker>/<UTC time>/agreement.{csv,json}
+    brokerbench bisect --broker kafka --good 3.7.0 --bad 4.1.1 [--metric publish_latency_p99_ms] [--suite smoke]
+                      [--variant fsync-off] [--workload W] [--trials N] [--duration MIN] [--conf JSON] [--dry-run]
+                                          the first release between good and bad (final releases
+                                          on Maven Central) that changed the metric: the end
+                                          points, then a binary search, each step one A/B run
+                                          (side A the last release without the change, side B
+                                          the candidate); every step's line, and the record
+                                          <results root>/bisect/<broker>-<good>-<bad>-<UTC time>/
+                                          bisect.{json,html} (exit 0 found or no regression,
+                                          1 undecided, 2 refused argument)
     brokerbench aws-sweep [--dry-run]     terminate brokerbench EC2 instances of any run
                                           past their lifetime (brokerbench_aws_sweeper DAG)
 
@@ -72,6 +82,7 @@ from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
 from brokerbench.spec import SpecError, build_plan, list_suites, load_suite
+from brokerbench.spec.plan import AB_DEFAULT_TRIALS
 from brokerbench.spec.roots import default_results_root
 from brokerbench.spec.run_conf import check_conf
 from brokerbench.storage import aws_conn_id, is_s3, split_s3, staging_root
@@ -329,11 +340,17 @@ def conf_with_flags(conf: dict[str, Any], args: argparse.Namespace) -> dict[str,
 
 
 def _cmd_bench(args) -> int:
+    return bench_run(args)[0]
+
+
+def bench_run(args) -> tuple[int, Path | None]:
+    """``brokerbench bench``: run the suite's DAG once; (exit code, the run's local directory or None when no run
+    was created). ``bisect`` runs each of its steps through it."""
     try:
         conf = conf_with_flags(parse_conf(args.conf), args)
     except ConfError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_REFUSED, None
     try:
         suite = load_suite(args.suite)
         conf = spec.conf_with_files(conf, workloads=args.workload or [], drivers=args.driver or [])
@@ -344,11 +361,11 @@ def _cmd_bench(args) -> int:
         environment_kind(plan.environment).refuse_early(plan, conf)
     except SpecError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_REFUSED, None
     problem = local_airflow.missing()
     if problem:
         print(f"brokerbench: {problem}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_REFUSED, None
     dag_id = dag_id_for(suite.name)
     results_root = str(conf.get("results_root") or default_results_root())
     log_path, log = open_log(log_dir_for(results_root), dag_id)
@@ -359,7 +376,7 @@ def _cmd_bench(args) -> int:
         local_airflow.ensure_database(say)
     except RuntimeError as e:
         print(f"brokerbench: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_FAILED, None
     # our own logical date (to the microsecond) identifies the run should the output not name it
     logical_date = dt.datetime.now(dt.timezone.utc).isoformat()
     cmd = [sys.executable, "-m", "airflow", "dags", "test", dag_id, logical_date]
@@ -378,11 +395,13 @@ def _cmd_bench(args) -> int:
         if run_id:
             print(f"brokerbench: {stop_run(suite.name, dag_id, run_id, conf)}", file=sys.stderr, flush=True)
         print(f"brokerbench: full log: {log_path}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, run_dir_for(results_root, dag_id, run_id) if run_id else None
     say(f"{dag_id} finished in {time.time() - started:.0f} s (airflow dags test exit code {rc})")
     if rc < 0:  # the process running the tasks was killed: nothing of the run's own ran after it
         _after_killed_run(-rc, scan, suite.name, dag_id, logical_date, conf, results_root)
-    return _report_outcome(rc, scan, dag_id, logical_date, results_root, log_path, args.fail_on)
+    code = _report_outcome(rc, scan, dag_id, logical_date, results_root, log_path, args.fail_on)
+    run_id = scan.run_id or (lookup_run_id(dag_id, logical_date) if scan.run_started else None)
+    return code, run_dir_for(results_root, dag_id, run_id) if run_id else None
 
 
 def _after_killed_run(signum: int, scan: OutputScan, suite: str, dag_id: str, logical_date: str,
@@ -630,6 +649,84 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _cmd_bisect(args) -> int:
+    from brokerbench import bisect as bs
+
+    say = functools.partial(print, "brokerbench:", flush=True)
+
+    def refuse(message: str) -> int:
+        print(f"brokerbench: {message}", file=sys.stderr)
+        return EXIT_REFUSED
+
+    try:
+        conf = conf_with_flags(parse_conf(args.conf), args)
+    except ConfError as e:
+        return refuse(str(e))
+    taken = [k for k in ("brokers", "variants", "workloads", "broker_versions", "compare_with") if k in conf]
+    if taken:
+        return refuse(f"--conf's {', '.join(repr(k) for k in taken)}: bisect sets them itself (--broker, "
+                      f"--variant, --workload and each step's releases)")
+    conf.setdefault("trials", AB_DEFAULT_TRIALS)  # per side; said, not left to the suite's (often 1 trial)
+    try:
+        bs.check_metric(args.metric)
+        url = bs.metadata_url(args.broker)
+        suite = load_suite(args.suite)
+    except (bs.Refused, SpecError) as e:
+        return refuse(str(e))
+    if args.broker not in suite.brokers:
+        return refuse(f"--suite {suite.name} does not run {args.broker} (its brokers: {', '.join(suite.brokers)})")
+    variant = args.variant or suite.variants[0]
+    if variant not in spec.list_variants():
+        return refuse(f"--variant {variant!r} is not a variant (variants: {', '.join(spec.list_variants())})")
+    if args.workload and args.workload not in suite.workloads:
+        return refuse(f"--workload {args.workload!r} is not a workload of suite {suite.name} "
+                      f"(its workloads: {', '.join(suite.workloads)})")
+    try:
+        releases = bs.fetch_releases(args.broker)
+    except bs.ReleasesUnavailable as e:
+        print(f"brokerbench: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        span = bs.releases_between(releases, args.good, args.bad, args.broker)
+    except bs.Refused as e:
+        return refuse(str(e))
+    say(f"{len(span)} {args.broker} releases from {args.good} to {args.bad} ({url}): {', '.join(span)}")
+    say(f"each step: one A/B run of suite {suite.name}, {args.broker}, variant {variant}"
+        + (f", workload {args.workload}" if args.workload else "") + f", judged on {args.metric}")
+    if args.dry_run:
+        for line in bs.planned_steps(span):
+            say(line)
+        say("dry run: nothing was run")
+        return 0
+    results_root = str(conf.get("results_root") or default_results_root())
+    out = bs.record_dir(staging_root(results_root), args.broker, args.good, args.bad)
+    params = {"broker": args.broker, "good": args.good, "bad": args.bad, "metric": args.metric,
+              "suite": suite.name, "variant": variant, "workload": args.workload, "conf": conf,
+              "maven_metadata": url}
+
+    def bench(step_conf: dict[str, Any]) -> tuple[int, Path | None]:
+        return bench_run(argparse.Namespace(suite=suite.name, conf=json.dumps(step_conf), workload=None,
+                                            driver=None, verbose=args.verbose, fail_on="regression"))
+
+    runner = bs.BenchSteps(bench, args.broker, args.metric, variant, args.workload, conf)
+
+    def announced(version_a: str, version_b: str) -> bs.StepResult:
+        say(f"bisect: A/B run: A {args.broker} {version_a} vs B {version_b}")
+        return runner(version_a, version_b)
+
+    def on_step(step: bs.Step, b: bs.Bisection) -> None:
+        say(f"bisect step {step.step}: A {step.version_a} vs B {step.version_b}: {step.result.verdict}")
+        print(bs.steps_table(b), flush=True)
+        bs.write_record(out, b, params)
+
+    result = bs.bisect(span, announced, args.broker, args.metric, on_step)
+    bs.write_record(out, result, params)
+    print(bs.steps_table(result))
+    say(result.message)
+    say(f"bisect record: {out / 'bisect.json'} and {out / 'bisect.html'}")
+    return result.exit_code
+
+
 def _cmd_aws_sweep(args) -> int:
     from brokerbench.environments.aws.fleet import sweep_expired  # boto3: only for the sweeper
 
@@ -737,6 +834,34 @@ def main(argv: list[str] | None = None) -> int:
     p_cal.add_argument("--version", help="the deployed broker's version (with --endpoint)")
     p_cal.add_argument("--results-root", help="default: BROKERBENCH_RESULTS_ROOT / the project's results/")
     p_cal.set_defaults(fn=_cmd_calibrate)
+    p_bis = sub.add_parser("bisect", help="the first release of a broker between a good and a bad one that changed "
+                                          "a metric: A/B runs in a binary search",
+                           description="Bisect a broker's releases between --good and --bad (inclusive; final "
+                                       "releases on Maven Central, BROKERBENCH_MAVEN_MIRROR overrides its URL): "
+                                       "first the end points (good against bad must show the change), then a "
+                                       "binary search, each step one A/B run (`bench` with broker_versions = the "
+                                       "last release without the change as side A and compare_with."
+                                       "broker_versions = the candidate as side B) judged on --metric. Writes "
+                                       "<results root>/bisect/<broker>-<good>-<bad>-<UTC time>/bisect.json and "
+                                       "bisect.html. Exit codes: 0 found, or no regression between good and bad; "
+                                       "1 could not decide (a step not judged twice) or the releases could not be "
+                                       "read; 2 refused argument; 130 interrupted.")
+    p_bis.add_argument("--broker", required=True, choices=list(spec.SUPPORTED_BROKERS),
+                       help="kafka or pulsar (rabbitmq: its versions come from the Debian package)")
+    p_bis.add_argument("--good", required=True, metavar="VERSION", help="a release without the change")
+    p_bis.add_argument("--bad", required=True, metavar="VERSION", help="a later release with it")
+    p_bis.add_argument("--metric", default="publish_latency_p99_ms", help="the metric judged (default "
+                                                                           "publish_latency_p99_ms)")
+    p_bis.add_argument("--suite", default="smoke")
+    p_bis.add_argument("--variant", help="the one variant each step runs (default: the suite's first)")
+    p_bis.add_argument("--workload", metavar="W", help="one workload of the suite (default: all of its workloads)")
+    p_bis.add_argument("--trials", type=int, help="param trials: trials per side (A/B: at least 4, default 5)")
+    p_bis.add_argument("--duration", type=float, metavar="MINUTES", help="param test_duration_minutes")
+    p_bis.add_argument("--conf", help="more params as JSON (not brokers, variants, workloads, broker_versions, "
+                                      "compare_with: bisect sets them)")
+    p_bis.add_argument("--dry-run", action="store_true", help="list the releases and the first steps; run nothing")
+    p_bis.add_argument("-v", "--verbose", action="store_true", help="show the whole Airflow output of each run")
+    p_bis.set_defaults(fn=_cmd_bisect)
     p_sweep = sub.add_parser("aws-sweep", help="terminate brokerbench EC2 instances past their lifetime "
                                                "(what the brokerbench_aws_sweeper DAG runs hourly)")
     p_sweep.add_argument("--aws-conn-id", default="brokerbench_aws", help="Airflow connection of the account")

@@ -79,10 +79,15 @@ RULES = {
     # a results root at a terminal (`brokerbench history`, `brokerbench compare`): the history, the verdicts and
     # outcomes the runs wrote, the comparison page
     "brokerbench.results_view": (*ANALYSIS, "brokerbench.spec", "brokerbench.storage", *HELPERS),
+    # the bisection across a broker's releases (`brokerbench bisect`): the releases on Maven Central, the search,
+    # its record; each step's run is the command line's
+    "brokerbench.bisect": ("brokerbench.changepoint", "brokerbench.metrics",
+                           "brokerbench.environments.machine.distributions", *HELPERS),
     # what the command line started, and how it is stopped when the command line is gone
     "brokerbench.run_guard": ("brokerbench.pipeline",),
     "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.run_guard",
                         "brokerbench.report",
+                        "brokerbench.bisect",
                         "brokerbench.spec", "brokerbench.storage",
                         "brokerbench.environments.aws.fleet", "brokerbench.environments.registry",
                         "brokerbench.crosscheck", "brokerbench.inventory", "brokerbench.results_view", *HELPERS),
