@@ -30,6 +30,7 @@ docs/analytics.md, "A/B in one run".
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping
 
 from brokerbench import abtest
@@ -110,8 +111,9 @@ def verdicts(rows: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = METR
     return out
 
 
-#: the reasons of a trial's invalidity that are the host's load alone (spark phase_tables.contention_rows)
-HOST_LOAD_REASONS = ("foreign load: ", "contended: ")
+#: the reasons of a trial's invalidity that are the host's load alone, as the aggregation words them (spark
+#: phase_tables.contention_rows; their own text holds "; ", so they are matched whole, not split)
+HOST_LOAD_REASONS = re.compile(r"foreign load: .*?\(limit [^)]*\)|contended: .*?\(its processes: [^)]*\)")
 
 
 def usable(row: Mapping[str, Any]) -> bool:
@@ -121,8 +123,9 @@ def usable(row: Mapping[str, Any]) -> bool:
         return True
     if not status.startswith("invalid: "):
         return False  # partial, failed, or no status
-    reasons = [r.strip() for r in str(row.get("invalid_reasons") or "").split("; ") if r.strip()]
-    return bool(reasons) and all(r.startswith(HOST_LOAD_REASONS) for r in reasons)
+    reasons = str(row.get("invalid_reasons") or "")
+    rest = HOST_LOAD_REASONS.sub("", reasons)
+    return bool(reasons.strip()) and not rest.replace(";", "").strip()
 
 
 def _values(rows: list[Mapping[str, Any]], column: str) -> list[float]:
