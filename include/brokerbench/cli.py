@@ -719,9 +719,8 @@ def _cmd_bisect(args) -> int:
         print(bs.steps_table(b), flush=True)
         bs.write_record(out, b, params)
 
-    result = bs.bisect(span, announced, args.broker, args.metric, on_step)
+    result = bs.bisect(span, announced, args.broker, args.metric, on_step)  # the table so far after each step
     bs.write_record(out, result, params)
-    print(bs.steps_table(result))
     say(result.message)
     say(f"bisect record: {out / 'bisect.json'} and {out / 'bisect.html'}")
     return result.exit_code
