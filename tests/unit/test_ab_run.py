@@ -283,3 +283,14 @@ def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_cha
     measured = plan.items[0].workload.test_duration_minutes * 60 + benchmark.WORKER_GRACE_S
     assert benchmark.phase_timeout_s(ctx, "kafka", "fsync-off", "measure") == pytest.approx(
         8 * measured + 4 * (benchmark.DEPLOY_BOUND_S + warm) + 300)
+
+
+def test_a_triggered_ab_run_with_the_forms_defaults_takes_five_trials_per_side():
+    from brokerbench.dag_factory import params_for
+    from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
+
+    suite = load_suite("smoke")
+    form = {k: p.value for k, p in params_for(suite).items() if k not in ANALYSIS_PARAMS + ENVIRONMENT_PARAMS}
+    assert form["trials"] is None  # empty: the suite's, or an A/B run's default
+    assert build_plan(suite, {**form, "compare_with": SIDE_B}).trials == AB_DEFAULT_TRIALS
+    assert build_plan(suite, form).trials == suite.trials

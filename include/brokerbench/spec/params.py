@@ -102,8 +102,9 @@ PARAMS: tuple[RunParam, ...] = (
              {"type": ["null", "integer"], "exclusiveMinimum": 0, "maximum": MAX_INTERVAL_SECONDS}),
     RunParam("trials", "plan",
              "Measured phase runs per workload, back to back after one warm-up; the run's value per metric is the "
-             "median of the valid trials (docs/analytics.md); default: the suite's trials (1)",
-             {"type": "integer", "minimum": 1, "maximum": MAX_TRIALS}, lambda s: s.trials),
+             "median of the valid trials (docs/analytics.md); empty = the suite's trials (1), in an A/B run "
+             "(compare_with) per side and at least 4, default 5",
+             {"type": ["null", "integer"], "minimum": 1, "maximum": MAX_TRIALS}),
     RunParam("workload_files", "plan",
              "OMB workload YAML files anywhere on disk (absolute paths), run instead of the suite's workloads "
              "(after the workloads param when both are given); empty = none",
