@@ -133,8 +133,8 @@ def _values(rows: list[Mapping[str, Any]], column: str) -> list[float]:
 
 
 def _describe_side(rows: list[Mapping[str, Any]]) -> str:
-    """What a side ran: its client library and driver (from its first row)."""
+    """What a side ran: its broker version, client library and driver (from its first row)."""
     if not rows:
         return "no rows"
     r = rows[0]
-    return f"{r.get('client_library') or '?'}, driver {r.get('driver')}"
+    return f"{r.get('broker')} {r.get('broker_version') or '?'}, {r.get('client_library') or '?'}, driver {r.get('driver')}"

@@ -101,7 +101,7 @@ def test_side_b_slower_by_20_percent_is_a_regression_with_its_interval():
     assert v.rule == RULE_AB and v.verdict == Judgement.REGRESSED
     assert v.workload == SMOKE_ID and v.baseline_n == 5
     assert 1.1 < v.interval["ci_low"] <= v.interval["ratio"] <= v.interval["ci_high"] < 1.35
-    assert "kafka-python" in v.evidence and "confluent-kafka" in v.evidence
+    assert "A: kafka 4.1.1, kafka-python" in v.evidence and "B: kafka 4.1.1, confluent-kafka" in v.evidence
     # the rates differ by a fraction of a message per second in every trial: a rank test sees it, the
     # metric's threshold (3 %) says it does not matter
     assert vs["publish_rate_msg_s"].verdict == Judgement.UNCHANGED
