@@ -48,12 +48,13 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
     assert kafka["verdict"] == Judgement.REGRESSED, kafka["evidence"]
     assert kafka["interval"]["ci_low"] > 1.5 and kafka["interval"]["n_b"] == TRIALS, kafka["interval"]
     assert kafka["broker_version"] == OTHER_KAFKA
-    # A/A: the rates (both sides on one schedule) show no difference; no latency differs by half or more. Each
-    # metric's false-positive rate at 95 % is a property of the method, measured in bench/ab_power.py, not here
+    # A/A: the rates (both sides on one schedule) show no difference; no median or mean latency differs by half or
+    # more (the tails of 12-s phases on a loaded host do: p99 B/A 1.72 in one A/A run here). Each metric's
+    # false-positive rate at 95 % is a property of the method, measured in bench/ab_power.py, not here
     for metric in ("publish_rate_msg_s", "consume_rate_msg_s"):
         assert ab[("rabbitmq", metric)]["verdict"] == Judgement.UNCHANGED, ab[("rabbitmq", metric)]["evidence"]
     for (broker, metric), v in ab.items():
-        if broker == "rabbitmq" and metric.endswith("_ms"):
+        if broker == "rabbitmq" and metric.endswith(("_p50_ms", "_avg_ms")):
             assert v["interval"] and 1 / 1.5 < v["interval"]["ratio"] < 1.5, v["evidence"]
 
     assert p.returncode == 3, out[-3000:]
