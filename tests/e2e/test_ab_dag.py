@@ -3,7 +3,9 @@ producers lingering 30 ms before each send (side B: a broker version and a drive
 injected difference), redeployed at every change of side, and RabbitMQ with side B = side A (its driver and
 version are the same on both sides: an A/A comparison), 5 trials per side (the default) in ABBA order. The
 verdict names side B slower on Kafka's publish latency, finds no difference on RabbitMQ's rates, the run exits 3
-(a regression), the report shows the A/B table first, and the history holds side A only."""
+(a regression), the report shows the A/B table first, and the history holds side A only. Also the trials of a
+run: back to back after each side's warm-up, a summary and history row each, one combined value per metric for
+the verdicts and the report."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ TRIALS = 5
 #: side B's Kafka release (side A: the default, DEFAULT_VERSIONS["kafka"]); resolved from Maven Central into the
 #: broker cache by the validate task if no other test did
 OTHER_KAFKA = "3.9.1"
+BASE = "smoke-1-topic-1-partition-100b"
 
 
 @pytest.mark.timeout(900)
@@ -64,7 +67,21 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
     assert p.stdout.strip().splitlines()[-1].startswith("brokerbench: OUTCOME: REGRESSION"), out[-2000:]
     html = (run_dir / "report.html").read_text()
     assert html.index('id="ab"') < html.index('id="key-figures"') and "B slower" in html
-    # side A is the run's own track in the history; side B was judged against it here, and is no track
+    # side A is the run's own track in the history, a row per trial; side B was judged against it here, and is no
+    # track. The history's verdicts judge one combined value per metric (the median of side A's trials)
     history = read_history(history_root(results))  # this run's rows: the results root holds no other run
     assert sorted((r["broker"], r["workload"]) for r in history) == sorted(
-        (b, f"smoke-1-topic-1-partition-100b.trial{k}") for b in ("kafka", "rabbitmq") for k in range(1, TRIALS + 1))
+        (b, f"{BASE}.trial{k}") for b in ("kafka", "rabbitmq") for k in range(1, TRIALS + 1))
+    for broker in ("kafka", "rabbitmq"):
+        judged = [v for v in verdicts if v["rule"] != "A/B" and v["broker"] == broker]
+        assert {v["workload"] for v in judged} == {BASE}
+        assert len(judged) == len({v["metric"] for v in judged})  # one verdict per metric, not one per trial
+    # trials back to back: each side's first trial warmed up (RabbitMQ: one broker; Kafka: side A's first in the
+    # warm-up task, every change of side's trial after its redeploy), every trial measured into its own files
+    raw = run_dir / "raw"
+    warmed = sorted(p.parts[-4] for p in raw.glob("*/rabbitmq-default/fsync-off/warmup"))
+    assert warmed == [f"{BASE}.B.trial1", f"{BASE}.trial1"], warmed
+    for k in range(1, TRIALS + 1):
+        for wid in (f"{BASE}.trial{k}", f"{BASE}.B.trial{k}"):
+            assert list((raw / wid / "rabbitmq-default" / "fsync-off" / "measure").glob("*.jsonl")), wid
+    assert f"median of {TRIALS} trials" in html and f"Trials of {BASE} / rabbitmq / fsync-off" in html

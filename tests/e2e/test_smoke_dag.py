@@ -167,39 +167,3 @@ def test_smoke_runs_kafka_through_the_client_library_the_param_chose(smoke):
 def test_smoke_leaves_no_process_behind(smoke):
     assert (smoke["run_dir"] / "provenance" / "teardown.json").exists()
     assert processes_under(smoke["home"]) == []
-
-
-def test_two_trials_measure_back_to_back_and_the_run_is_judged_on_their_median(tmp_path):
-    """trials=2 on one broker: two measured phases after one warm-up, each its own summary row; the verdicts
-    and the report use one combined value per metric, and the report lists both trials."""
-    results, home, log = tmp_path / "results", tmp_path / "home", tmp_path / "dags-test.log"
-    conf = {"results_root": str(results), "brokers": ["rabbitmq"], "variants": ["fsync-off"], "trials": 2,
-            "test_duration_minutes": 0.1, "warmup_duration_minutes": 0.05}
-    started = time.monotonic()
-    rc = dags_test("brokerbench_smoke", conf, home, log).wait(timeout=900)
-    print(f"smoke DAG with 2 trials: exit {rc} after {time.monotonic() - started:.0f} s (log {log})")
-    assert rc == 0, log.read_text()[-5000:]
-    run_dir = run_dir_of(results, "brokerbench_smoke")
-    base = "smoke-1-topic-1-partition-100b"
-    rows = read_summary(run_dir)
-    assert sorted(r["workload"] for r in rows) == [f"{base}.trial1", f"{base}.trial2"]
-    for r in rows:
-        assert float(r["publish_latency_p99_ms"]) > 0 and int(r["messages_sent"]) > 0, r["workload"]
-    raw = run_dir / "raw"
-    assert (raw / f"{base}.trial1" / "rabbitmq-default" / "fsync-off" / "warmup").is_dir()
-    assert not (raw / f"{base}.trial2" / "rabbitmq-default" / "fsync-off" / "warmup").exists()  # one warm-up
-    for k in (1, 2):
-        assert list((raw / f"{base}.trial{k}" / "rabbitmq-default" / "fsync-off" / "measure").glob("*.jsonl"))
-    # the history keeps each trial's row; the verdicts judge one combined row
-    history = results / "history" / "broker=rabbitmq"
-    assert {p.name for p in history.glob("broker_version=*/workload=*")} == {
-        f"workload={base}.trial1", f"workload={base}.trial2"}
-    verdicts = json.loads((run_dir / "summary" / "regression.json").read_text())["verdicts"]
-    assert {v["workload"] for v in verdicts} == {base}
-    metrics = [v["metric"] for v in verdicts]
-    assert len(metrics) == len(set(metrics))  # one verdict per metric, not one per trial
-    html = (run_dir / "report.html").read_text()
-    assert "median of 2 trials" in html and f"Trials of {base} / rabbitmq / fsync-off" in html
-    for k in (1, 2):
-        assert f"{base}.trial{k}" in html
-    assert processes_under(home) == []
