@@ -279,6 +279,12 @@ def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_cha
     log.clear()
     benchmark.run_phase(ctx, "kafka", "fsync-off", "measure")
     assert log == []
+    # a trial killed after its side's warm-up (its warm-up file, no measured one) is deployed and warmed up again
+    for f in (ctx.run_dir / "raw" / f"{b}3").glob("*/*/measure/*.jsonl"):
+        f.unlink()
+    benchmark.run_phase(ctx, "kafka", "fsync-off", "measure")
+    assert log == [("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}3"), ("measure", f"{b}3")]
+    log.clear()
     warm = plan.items[0].workload.warmup_duration_minutes * 60 + benchmark.WORKER_GRACE_S
     measured = plan.items[0].workload.test_duration_minutes * 60 + benchmark.WORKER_GRACE_S
     assert benchmark.phase_timeout_s(ctx, "kafka", "fsync-off", "measure") == pytest.approx(

@@ -355,9 +355,9 @@ def _switch_side(ctx: RunContext, broker: str, variant: str, item) -> BrokerEndp
 
 def _complete(ctx: RunContext, item) -> bool:
     """Whether ``item``'s measured phase already has complete result files (a retried task skips it)."""
-    outs = sorted((ctx.run_dir / "raw" / safe_name(item.workload.id) / safe_name(item.driver.name)
-                   / safe_name(item.variant)).glob("*/*.jsonl"))
-    return bool(outs) and all(completed_ok(o) for o in outs if o.parent.name in ("measure", "sweep"))
+    outs = [o for o in (ctx.run_dir / "raw" / safe_name(item.workload.id) / safe_name(item.driver.name)
+                        / safe_name(item.variant)).glob("*/*.jsonl") if o.parent.name in ("measure", "sweep")]
+    return bool(outs) and all(completed_ok(o) for o in outs)
 
 
 def _run_item(ctx: RunContext, env, item, endpoint: BrokerEndpoint,
