@@ -111,14 +111,14 @@ def verdicts(ctx: RunContext) -> dict[str, Any]:
         raise RuntimeError(f"no rows of run {key} in the history at {run_history_root(ctx)}: the history step "
                            f"did not append this run")
     result = verdicts_for_run(current, rows, rule)
-    if ctx.plan_path.exists() and ctx.plan().compare_with is not None:
+    plan = ctx.plan_or_none()
+    if plan is not None and plan.compare_with is not None:
         # an A/B run: side B against side A, from the run's own trial rows (side B is not in the history)
         from brokerbench.ab_verdicts import verdicts as ab_verdicts
         from brokerbench.report.data import read_table
 
         ab = ab_verdicts(read_table(ctx.run_dir / "summary" / "summary.csv")[1], rule.metrics)
-        log.info("A/B (side B against side A, %s):\n%s", json.dumps(ctx.plan().compare_with),
-                 verdict_table.text_table(ab))
+        log.info("A/B (side B against side A, %s):\n%s", json.dumps(plan.compare_with), verdict_table.text_table(ab))
         result = ab + result
     verdict_table.write_verdicts(ctx.run_dir, result, rule, key)
     log.info("regression verdicts (%s):\n%s", ", ".join(f"{k}: {v}" for k, v in sorted(counts(result).items())),
