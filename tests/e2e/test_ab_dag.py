@@ -49,10 +49,12 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
     print("\n".join(f"{b} {m}: {v['verdict']}: {v['evidence']}" for (b, m), v in sorted(ab.items())))
 
     # side B's producers wait up to 30 ms per batch (1 ms on side A): its publish latency's median is several times
-    # side A's, in every trial (the whole interval above 1.5), on its own broker version
+    # side A's (the estimate above 1.5), and the whole interval above 1 (a slower side B, the verdict). The interval's
+    # low end follows the closest pair of trials of the two sides: 1.195 in one CI run whose estimate was 3.6
     kafka = ab[("kafka", "publish_latency_p50_ms")]
     assert kafka["verdict"] == Judgement.REGRESSED, kafka["evidence"]
-    assert kafka["interval"]["ci_low"] > 1.5 and 4 <= kafka["interval"]["n_b"] <= TRIALS, kafka["interval"]
+    assert kafka["interval"]["ratio"] > 1.5 and kafka["interval"]["ci_low"] > 1, kafka["interval"]
+    assert 4 <= kafka["interval"]["n_b"] <= TRIALS, kafka["interval"]
     assert kafka["broker_version"] == OTHER_KAFKA
     # A/A: the rates (both sides on one schedule) show no difference; no median or mean latency differs by half or
     # more (the tails of 12-s phases on a loaded host do: p99 B/A 1.72 in one A/A run here). Each metric's
