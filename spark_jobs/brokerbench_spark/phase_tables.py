@@ -450,7 +450,7 @@ def _summary_part(run: int, combo: dict, metas, intervals, ends, hist: Histogram
         # one worker: its reasons as they are; several: each names its worker
         "worker_invalid": _sorted_nulls_last(invalid_named) if workers > 1 else _sorted_nulls_last(list(invalid_plain)),
     }
-    row.update(_counters(intervals))
+    row.update(_counters(intervals, [e for _, e in files]))
     row.update(_latency(hist.wide(1, None, None), _WIDE_SUMMARY))
     return row
 
@@ -459,18 +459,25 @@ _WIDE_SUMMARY = LATENCY + \
     [f"{prefix}_{suffix}" for prefix, _, _ in METRICS.values() for suffix in ("count", "overflow_count", "negative_count")]
 
 
-def _counters(intervals) -> dict:
+def _counters(intervals, ends: list[dict | None]) -> dict:
     """Messages sent, acknowledged, received, errors, the backlog at the end, and the seconds of load.
 
-    Rates are per second of load: the span of the intervals in which messages were sent. The short drain
-    interval after the last send still counts its acks and receipts, but not its time (it would understate
-    the rate). A phase that sends nothing (consumer-only) uses its whole span."""
+    Rates are per second of load: the seconds the producers ran (``load_s`` of the end records, the longest
+    of the workers', which share one schedule), when every worker file of the phase has one. The last
+    interval of a phase whose length is no multiple of the interval runs on into the drain (acks and receipts
+    of messages in flight, a late send), which counts its messages but not its time: a 6-s phase's interval
+    span was about 6.3 s and read its rate 5 % low. Files without ``load_s`` (a worker killed, older files):
+    the span of the intervals in which messages were sent. A phase that sends nothing (consumer-only) uses
+    its whole span."""
     if not intervals:
         return dict.fromkeys(("intervals", "measured_seconds", "messages_sent", "messages_acked",
                               "messages_received", "send_errors", "backlog_end_msgs"))
     records = [r for _, _, r in intervals]
     sending = [r for r in records if r["sent"] is not None and r["sent"] > 0]
     seconds = _span_s((r["start_ns"] for r in sending), (r["end_ns"] for r in sending))
+    loads = [(e or {}).get("load_s") for e in ends]
+    if seconds is not None and loads and all(v is not None and v > 0 for v in loads):
+        seconds = max(loads)
     if seconds is None:
         seconds = _span_s((r["start_ns"] for r in records), (r["end_ns"] for r in records))
     last: dict[str, dict] = {}  # file -> its interval with the highest index (the backlog at the end)

@@ -96,6 +96,8 @@ def _record(histogram: T.StructType) -> T.StructType:
         T.StructField("status", T.StringType()),
         T.StructField("error", T.StringType()),
         T.StructField("cpu_percent", T.DoubleType()),
+        #: seconds the producers ran (the rates' denominator)
+        T.StructField("load_s", T.DoubleType()),
         T.StructField("sweep_steps", T.ArrayType(T.StructType([
             T.StructField("step", T.LongType()),
             T.StructField("target_rate_msg_s", T.DoubleType()),

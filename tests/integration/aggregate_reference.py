@@ -128,6 +128,7 @@ RECORD = T.StructType([
     T.StructField("status", T.StringType()),
     T.StructField("error", T.StringType()),
     T.StructField("cpu_percent", T.DoubleType()),
+    T.StructField("load_s", T.DoubleType()),
     T.StructField("sweep_steps", T.ArrayType(T.StructType([
         T.StructField("step", T.LongType()),
         T.StructField("target_rate_msg_s", T.DoubleType()),
@@ -430,7 +431,7 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
     )
     no_strings = F.array().cast("array<string>")
     ends = records.filter(F.col("record") == "end").select(
-        "file", F.col("status").alias("end_status"), F.col("error").alias("end_error"), "cpu_percent",
+        "file", F.col("status").alias("end_status"), F.col("error").alias("end_error"), "cpu_percent", "load_s",
         F.col("validity.client_bound").alias("client_bound"),
         F.col("validity.reasons").alias("validity_reasons"),
         # the worker's invalidating rules (delay, clock offset, client-bound); files of
@@ -505,22 +506,31 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         .groupBy(*COMBO)
         .agg(F.sum("backlog").alias("backlog_end_msgs"))
     )
-    # Rates are per second of load: the span of the intervals in which messages
-    # were sent. The short drain interval after the last send still counts its
-    # acks and receipts, but not its time (it would understate the rate). A
-    # phase that sends nothing (consumer-only) uses its whole span.
+    # Rates are per second of load: the longest load_s of the phase's end records
+    # (the seconds the producers ran) when every worker file has one, else the span
+    # of the intervals in which messages were sent. The drain (the rest of the last
+    # interval, or an interval of its own) counts its acks and receipts, but not its
+    # time (it would understate the rate). A phase that sends nothing (consumer-only)
+    # uses its whole span.
+    loads = files.groupBy(*COMBO).agg(
+        F.max("load_s").alias("load_max_s"),
+        F.min(F.when(F.col("load_s") > 0, 1).otherwise(0)).alias("every_file_loaded"),
+    )
     sending = F.col("sent") > 0
     counters = intervals.groupBy(*COMBO).agg(
         F.countDistinct("index").alias("intervals"),
-        F.coalesce(
-            (F.max(F.when(sending, F.col("end_ns"))) - F.min(F.when(sending, F.col("start_ns")))) / 1e9,
-            (F.max("end_ns") - F.min("start_ns")) / 1e9,
-        ).alias("measured_seconds"),
+        ((F.max(F.when(sending, F.col("end_ns"))) - F.min(F.when(sending, F.col("start_ns")))) / 1e9)
+        .alias("sending_seconds"),
+        ((F.max("end_ns") - F.min("start_ns")) / 1e9).alias("whole_seconds"),
         F.sum("sent").alias("messages_sent"),
         F.sum("acked").alias("messages_acked"),
         F.sum("received").alias("messages_received"),
         F.sum("send_errors").alias("send_errors"),
-    ).join(backlog_end, on=COMBO, how="left")
+    ).join(backlog_end, on=COMBO, how="left").join(loads, on=COMBO, how="left").withColumn(
+        "measured_seconds",
+        F.when(F.col("sending_seconds").isNotNull() & (F.col("every_file_loaded") == 1), F.col("load_max_s"))
+        .otherwise(F.coalesce(F.col("sending_seconds"), F.col("whole_seconds"))),
+    ).drop("sending_seconds", "whole_seconds", "load_max_s", "every_file_loaded")
 
     def rate(col: str) -> F.Column:
         return F.when(F.col("measured_seconds") > 0, F.col(col) / F.col("measured_seconds"))

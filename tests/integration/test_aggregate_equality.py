@@ -127,8 +127,9 @@ def build_edge_run(run_dir: Path) -> None:
                               "sent": sent, "acked": len(pub), "received": len(e2e), "backlog": 3 - i,
                               "publish_latency_us": pub, "e2e_latency_us": e2e,
                               "publish_delay_us": [] if w == 1 else rng.exponential(90.0, 50).astype(np.int64)})
-        end = {"status": "error", "error": "broker went away"} if w == 1 else {
-            "status": "ok", "validity": {"client_bound": False, "reasons": []}}
+        # both files say how long their producers ran (load_s): the rates' seconds
+        end = {"status": "error", "error": "broker went away", "load_s": 21.5} if w == 1 else {
+            "status": "ok", "validity": {"client_bound": False, "reasons": []}, "load_s": 30.0}
         write_worker_file(run_dir / "raw" / "w-edge" / "kafka-throughput" / "fsync-off" / "measure"
                           / f"client{w + 1}-1.jsonl", meta, intervals, end=end)
 

@@ -418,6 +418,20 @@ def five_second_run(tmp_path_factory):
                             target_rate_msg_s=0)
         write_worker_file(run_dir / "raw" / "w5" / "kafka-latency" / "fsync-on" / "measure" / f"client1-{w}.jsonl",
                           meta, records)
+    # 6-s phases of two workers, 5-s intervals: the second interval runs on 0.3 s into the drain (sends included).
+    # "w6": both end records say the producers ran 6.0 s (load_s); "w6-killed": one worker has no end record
+    for workload, loads in (("w6", (6.0, 6.0)), ("w6-killed", (6.0, None))):
+        for w, load_s in enumerate(loads):
+            meta = default_meta(workload=workload, driver="kafka-latency", broker="kafka", variant="fsync-on",
+                                worker=f"client1-{w}", interval_s=5, start_ns=start, kind="latency",
+                                target_rate_msg_s=100.0)
+            records = [{"index": i, "start_ns": start + i * interval_ns,
+                        "end_ns": start + (interval_ns if i == 0 else 6_300_000_000),
+                        "sent": 250 if i == 0 else 50, "acked": 250 if i == 0 else 50, "received": 0,
+                        "publish_latency_us": [1000] * (250 if i == 0 else 50)} for i in range(2)]
+            write_worker_file(run_dir / "raw" / workload / "kafka-latency" / "fsync-on" / "measure"
+                              / f"client1-{w}.jsonl", meta, records,
+                              end=None if load_s is None else {"status": "ok", "load_s": load_s})
     proc = run_job(run_dir)
     assert proc.returncode == 0, f"spark-submit failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-5000:]}"
     return {"dir": run_dir, "samples": samples, "counters": counters, "interval_ns": interval_ns}
@@ -448,5 +462,16 @@ def test_omb_windows_of_5_s_intervals_merge_histograms_and_fold_the_drain(five_s
             assert doc[f"{name}Avg"][w] == pytest.approx(raw.mean() / divisor), (w, name)
             assert doc[f"{name}Count"][w] == raw.count
     # timeseries.csv keeps every worker interval as measured, the drain flagged
-    rows = read_csv(run["dir"] / "summary" / "timeseries.csv")
+    rows = [r for r in read_csv(run["dir"] / "summary" / "timeseries.csv") if r["workload"] == "w5"]
     assert [r["drain_interval"] for r in rows] == ["False"] * 6 + ["True"]
+
+
+def test_rates_are_per_second_the_producers_ran_not_per_second_of_the_drain(five_second_run):
+    summary = {r["workload"]: r for r in read_csv(five_second_run["dir"] / "summary" / "summary.csv")}
+    # 2 workers x 300 acknowledged over the 6.0 s they sent (load_s): 100 msg/s, the target, where the intervals'
+    # span (6.3 s, the last interval running on into the drain) would read 95.2
+    assert float(summary["w6"]["measured_seconds"]) == pytest.approx(6.0)
+    assert float(summary["w6"]["publish_rate_msg_s"]) == pytest.approx(600 / 6.0)
+    # a worker without an end record (killed): its seconds are unknown, the span of the sending intervals counts
+    assert float(summary["w6-killed"]["measured_seconds"]) == pytest.approx(6.3)
+    assert float(summary["w6-killed"]["publish_rate_msg_s"]) == pytest.approx(600 / 6.3)
