@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
 from brokerbench.environments.local import LocalEnvironment  # noqa: E402
+from brokerbench.worker.job import Job  # noqa: E402
 
 #: driver (client library) -> broker
 DRIVERS = {"kafka-python": "kafka", "confluent-kafka": "kafka", "pulsar-client": "pulsar", "pika": "rabbitmq",
@@ -61,18 +62,17 @@ def driver_brokers(drivers: str, state_dir: str | None = None):
 
 def job(broker: str, endpoint: dict, library: str, *, rate: float, duration_s: float, kind: str | None = None,
         message_size: int = 100, producers: int = 1, consumers: int = 1, subscriptions: int = 1,
-        interval_s: float = 10, worker: str = "bench-0", topic: str | None = None, **extra) -> dict:
+        interval_s: float = 10, worker: str = "bench-0", topic: str | None = None, **extra) -> Job:
+    """A worker's job on one topic, built as a run builds its jobs (Job.build from the workload)."""
     topic = topic or f"bench-{uuid.uuid4().hex[:10]}"
     workload = {"name": "bench", "topics": 1, "partitionsPerTopic": 1, "messageSize": message_size,
                 "subscriptionsPerTopic": subscriptions, "consumerPerSubscription": consumers,
                 "producersPerTopic": producers, "producerRate": rate, "testDurationMinutes": duration_s / 60}
-    return {"worker": worker, "phase": "measure", "workload_id": "bench", "broker": broker, "variant": "fsync-off",
-            "workload": workload, "driver": DRIVER_CONFIG[broker], "endpoint": endpoint, "topics": [topic],
-            "subscriptions": [f"sub-{i}" for i in range(subscriptions)], "duration_s": duration_s,
-            "interval_s": interval_s, "rate_msg_s": rate, "producers_per_topic": producers,
-            "consumers_per_subscription": consumers, "consumers_in_subscription": consumers,
-            "client_library": library, "probe_timeout_s": 60, "drain_timeout_s": 10,
-            **({"kind": kind} if kind else {}), **extra}
+    return Job.build(workload=workload, worker=worker, phase="measure", workload_id="bench", broker=broker,
+                     variant="fsync-off", driver=DRIVER_CONFIG[broker], endpoint=endpoint, topics=[topic],
+                     subscriptions=[f"sub-{i}" for i in range(subscriptions)], duration_s=duration_s,
+                     interval_s=interval_s, client_library=library, probe_timeout_s=60, drain_timeout_s=10,
+                     **({"kind": kind} if kind else {}), **extra)
 
 
 def pulsar_producer(ep: dict, topic: str):

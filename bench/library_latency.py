@@ -183,8 +183,7 @@ def worker(broker, ep, lib, topic, size, rate, seconds, warmup) -> LogHistogram:
     h = LogHistogram()
     for phase, s in (("warmup", warmup), ("measure", seconds)):
         j = job(broker, ep, lib, rate=rate, duration_s=s, kind="producer-only", consumers=0, subscriptions=0,
-                message_size=size, interval_s=max(1.0, s / 5), topic=topic)
-        j["phase"] = phase
+                message_size=size, interval_s=max(1.0, s / 5), topic=topic).with_(phase=phase)
         out = os.path.join(work, f"{phase}.jsonl")
         run_job(j, out, progress=lambda _s: None)
         if phase == "measure":

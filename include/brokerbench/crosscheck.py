@@ -43,10 +43,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ from .environments.base import EnvironmentFailure
 from .environments.machine import distributions
 from .histogram import LogHistogram
 from .spec.clients import CLIENT_LIBRARIES
+from .worker.job import Job
 
 log = logging.getLogger("brokerbench")
 
@@ -487,50 +489,55 @@ def run_vendor(broker: str, dist: distributions.Distribution, endpoint: dict[str
 
 def worker_job(broker: str, endpoint: dict[str, Any], library: str, rate: float, size: int,
                seconds: float, topic: str | None = None, interval_s: float | None = None,
-               consumer: bool | None = None) -> dict[str, Any]:
-    """brokerbench's job for one phase (on a fresh topic unless ``topic`` is given): producer-only for Kafka /
-    Pulsar and the max probe, producer + 1 consumer for RabbitMQ at a fixed rate (as PerfTest); ``consumer``
-    True or False decides instead (the end-to-end phase has one)."""
+               consumer: bool | None = None) -> Job:
+    """brokerbench's job for one phase (on a fresh topic unless ``topic`` is given), built as a run builds its
+    jobs (:meth:`Job.build` from the workload): producer-only for Kafka / Pulsar and the max probe, producer + 1
+    consumer for RabbitMQ at a fixed rate (as PerfTest); ``consumer`` True or False decides instead (the
+    end-to-end phase has one)."""
     consumers = int(consumer) if consumer is not None else (1 if (broker == "rabbitmq" and rate > 0) else 0)
     topic = topic or f"xcheck-{uuid.uuid4().hex[:8]}"
     workload = {"name": "crosscheck", "topics": 1, "partitionsPerTopic": 1, "messageSize": size,
                 "subscriptionsPerTopic": consumers, "consumerPerSubscription": consumers, "producersPerTopic": 1,
                 "producerRate": rate, "testDurationMinutes": seconds / 60}
-    return {"worker": "crosscheck-0", "phase": "measure", "workload_id": "crosscheck", "broker": broker,
-            "variant": "fsync-off", "workload": workload, "driver": SETTINGS[broker]["driver"], "endpoint": endpoint,
-            "topics": [topic], "subscriptions": ["sub-0"] if consumers else [], "duration_s": seconds,
-            "interval_s": interval_s or max(1.0, min(10.0, seconds / 3)), "rate_msg_s": rate, "producers_per_topic": 1,
-            "consumers_per_subscription": consumers, "consumers_in_subscription": consumers or None,
-            "client_library": library, "probe_timeout_s": 60, "drain_timeout_s": 10,
-            "kind": "latency" if consumers else "producer-only"}
+    return Job.build(workload=workload, worker="crosscheck-0", phase="measure", workload_id="crosscheck",
+                     broker=broker, variant="fsync-off", driver=SETTINGS[broker]["driver"], endpoint=endpoint,
+                     topics=[topic], subscriptions=["sub-0"] if consumers else [], duration_s=seconds,
+                     interval_s=interval_s or max(1.0, min(10.0, seconds / 3)),
+                     consumers_in_subscription=consumers or None, client_library=library, probe_timeout_s=60,
+                     drain_timeout_s=10, kind="latency" if consumers else "producer-only")
 
 
-def run_worker_processes(jobs: list[dict[str, Any]], work: Path, timeout_s: float) -> list[tuple[int | None, Path, Path]]:
-    """``python -m brokerbench.worker run`` once per job, side by side (topics prepared by the caller), each
-    stopped after ``timeout_s``; per job its exit code, result file and log (``<work>/<worker>.*``)."""
+@contextmanager
+def _package_on_path() -> Iterator[None]:
+    """This package importable by the worker processes started meanwhile (a checkout run without installing
+    it, as ``bench/crosscheck.py`` is)."""
     pkg_root = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg_root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    runs = []
-    for job in jobs:
-        name = job["worker"]
-        jp, out, log = work / f"{name}.job.json", work / f"{name}.jsonl", work / f"{name}.worker.log"
-        jp.write_text(json.dumps(job))
-        with open(log, "w") as lf:
-            proc = subprocess.Popen([sys.executable, "-m", "brokerbench.worker", "run", "--job", str(jp), "--out",
-                                     str(out)], stdout=lf, stderr=subprocess.STDOUT, env=env)
-        runs.append((proc, out, log))
-    deadline = time.monotonic() + timeout_s
-    for proc, _, _ in runs:
-        try:
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return [(proc.returncode, out, log) for proc, out, log in runs]
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([pkg_root, before or ""]).rstrip(os.pathsep)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
 
 
-def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float = 0.0,
-               processes: int = 1) -> ToolFigures:
+def run_worker_processes(jobs: list[Job], work: Path, timeout_s: float) -> list[tuple[int | None, Path, str | None]]:
+    """One worker process per job, side by side (topics prepared by the caller), started as a run starts them
+    (:meth:`~.environments.machine.runtime.Machine.run_workers`: the job files, the process group killed after
+    ``timeout_s``, the output in ``<work>/workers/workers/<worker>.log``); per job its exit code, result file
+    (``<work>/<worker>.jsonl``) and what went wrong (None: it ended well)."""
+    from .environments.machine.runtime import Machine
+
+    machine = Machine(f"crosscheck/{uuid.uuid4().hex[:8]}", {"state_dir": str(work / "workers")})
+    outs = [work / f"{job.worker}.jsonl" for job in jobs]
+    with _package_on_path():
+        results = machine.run_workers([job.to_dict() for job in jobs], [str(o) for o in outs], timeout_s)
+    return [(r.get("returncode"), out, r.get("error")) for r, out in zip(results, outs)]
+
+
+def run_worker(job: Job, work: Path, seconds: float, warmup_s: float = 0.0, processes: int = 1) -> ToolFigures:
     """``python -m brokerbench.worker run`` for ``job`` (topics prepared first), in ``processes`` processes side
     by side on the same topic; their merged figures, achieved rates summed. Each process runs the whole job (the
     max probe's one unthrottled producer), so N processes are N producers; a fixed-rate job would be split with
@@ -538,14 +545,14 @@ def run_worker(job: dict[str, Any], work: Path, seconds: float, warmup_s: float 
     from .worker.runner import prepare_job
 
     prepare_job(job)
-    topic = job["topics"][0]
-    jobs = [{**job, "worker": f"{topic}-{i}" if processes > 1 else topic} for i in range(processes)]
+    topic = job.topics[0]
+    jobs = [job.with_(worker=f"{topic}-{i}" if processes > 1 else topic) for i in range(processes)]
     runs = run_worker_processes(jobs, work, seconds * 3 + 120)
     figures = summarise_worker_outputs([out.read_text().splitlines() if out.exists() else [] for _, out, _ in runs],
                                        warmup_s)
-    failed = [log for rc, _, log in runs if rc != 0]
+    failed = [error or f"exit {rc}" for rc, _, error in runs if rc != 0]
     if failed and figures.achieved_msg_s is None:
-        figures.note += "; " + " | ".join(failed[0].read_text().strip().splitlines()[-2:])[:300]
+        figures.note += "; " + failed[0][:300]
     return figures
 
 

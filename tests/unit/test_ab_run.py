@@ -258,7 +258,7 @@ def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_cha
     monkeypatch.setattr(ctx, "environment", lambda side=None: VersionedEnv(log, side))
     monkeypatch.setattr(environment_lease, "hold_environment", lambda ctx: None)
     monkeypatch.setattr(benchmark, "worker_processes", lambda ctx: 1)
-    monkeypatch.setattr(benchmark, "prepare_job", lambda job: log.append(("prepare", job["workload_id"])))
+    monkeypatch.setattr(benchmark, "prepare_job", lambda job: log.append(("prepare", job.workload_id)))
     benchmark.deploy(ctx, "kafka", "fsync-off")
     benchmark.prepare_topics(ctx, "kafka", "fsync-off")
     benchmark.run_phase(ctx, "kafka", "fsync-off", "warmup")

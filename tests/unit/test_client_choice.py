@@ -125,8 +125,8 @@ def test_the_choice_travels_in_the_plan_into_every_worker_job(tmp_path):
     endpoint = BrokerEndpoint("kafka", "apache-kafka", "4.1.1", bootstrap_servers="127.0.0.1:9092")
     for item in plan.items:
         job = benchmark._job(ctx, item, endpoint, "measure", 60.0, 5.0, "localhost-0")
-        assert job["client_library"] == item.client_library
-        assert all(j["client_library"] == item.client_library for j in benchmark.split_job(job, 3))
+        assert job.client_library == item.client_library
+        assert all(j.client_library == item.client_library for j in benchmark.split_job(job, 3))
 
 
 def test_the_warm_up_of_a_sweep_holds_its_first_step(tmp_path):
@@ -148,9 +148,9 @@ def test_the_warm_up_of_a_sweep_holds_its_first_step(tmp_path):
         (item,) = plan.items
         warm = benchmark._job(ctx, item, endpoint, "warmup", 60.0, 5.0, "localhost-0")
         measured = benchmark._job(ctx, item, endpoint, "measure", 60.0, 5.0, "localhost-0")
-        assert warm["kind"] == measured["kind"] == "throughput-sweep"
-        assert warm["sweep_rates_msg_s"] == [(rates or SWEEP_RATES)[0]]
-        assert measured["sweep_rates_msg_s"] == rates  # the measured phase: every step (None: the worker's default)
+        assert warm.kind == measured.kind == "throughput-sweep"
+        assert warm.sweep_rates_msg_s == [(rates or SWEEP_RATES)[0]]
+        assert measured.sweep_rates_msg_s == rates  # the measured phase: every step (None: the worker's default)
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python's own, on import

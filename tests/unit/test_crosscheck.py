@@ -95,7 +95,7 @@ def test_the_end_to_end_phase_runs_the_drivers_with_a_consumer_at_the_tools_rate
                         max_probe=False, work_dir=tmp_path, say=lambda *_: None)
     assert [(r["side"], r["phase"], r["rate_msg_s"]) for r in out["rows"]] == [
         (xc.VENDOR, "e2e", 437.0)] + [(xc.BROKERBENCH, "e2e", 437.0)] * len(xc.CLIENT_LIBRARIES["kafka"])
-    assert all(j["rate_msg_s"] == 437.0 and j["consumers_per_subscription"] == 1 and j["kind"] == "latency"
+    assert all(j.rate_msg_s == 437.0 and j.consumers_per_subscription == 1 and j.kind == "latency"
                for j in jobs)
     ours = out["rows"][1]
     assert (ours["ratio_e2e_p50"], ours["ratio_e2e_p99"], ours["ratio_e2e_p999"]) == (1.1, 0.75, 1.0)
@@ -281,7 +281,7 @@ def test_both_sides_measure_the_same_window(monkeypatch, tmp_path, broker, versi
     worker_calls = []
 
     def run_worker(job, work, seconds, warmup_s=0.0, processes=1):
-        worker_calls.append((job["duration_s"], job["interval_s"], warmup_s, processes))
+        worker_calls.append((job.duration_s, job.interval_s, warmup_s, processes))
         return xc.ToolFigures(achieved_msg_s=1000.0)
 
     monkeypatch.setattr(xc, "run_worker", run_worker)

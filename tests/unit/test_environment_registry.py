@@ -149,7 +149,7 @@ def test_importing_the_registry_loads_no_environments_machinery():
 NOT_A_CHOICE = {
     # the endpoint's implementation: "external" is a cluster brokerbench did not deploy (the worker gets only
     # the endpoint, never the environment)
-    ("brokerbench.worker.drivers.pulsar_client", "self.endpoint.get('implementation') == 'external'"),
+    ("brokerbench.worker.drivers.pulsar_client", "self.endpoint.implementation == 'external'"),
 }
 
 

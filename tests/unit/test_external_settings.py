@@ -23,6 +23,7 @@ from brokerbench.spec import SpecError, build_plan, load_suite
 from brokerbench.util import run_prefix
 from brokerbench.worker.drivers.base import expand_secrets
 from brokerbench.worker.drivers.kafka_python import security_kwargs
+from brokerbench.worker.job import Job
 
 KAFKA_SASL = {"conn_type": "kafka", "extra": {
     "bootstrap.servers": "b-1.example.kafka.eu-west-1.amazonaws.com:9096,b-2.example.kafka.eu-west-1.amazonaws.com:9096",
@@ -190,12 +191,13 @@ def test_a_setting_brokerbench_does_not_know_is_refused_by_name(monkeypatch):
 def test_every_name_a_run_creates_carries_its_prefix_and_only_those_are_owned():
     prefix = run_prefix("brokerbench_smoke/manual__1")
     assert prefix.startswith("bb-") and len(prefix) == 11
-    job = {"broker": "rabbitmq", "topics": [f"{prefix}-w-fsync-off-0"], "subscriptions": [f"{prefix}-sub-0"],
-           "workload": {"partitionsPerTopic": 2}}
+    job = Job.parse({"worker": "w-0", "phase": "prepare", "broker": "rabbitmq", "topics": [f"{prefix}-w-fsync-off-0"],
+                     "subscriptions": [f"{prefix}-sub-0"], "workload": {"partitionsPerTopic": 2}, "driver": {},
+                     "endpoint": {}, "duration_s": 0})
     names = object_names(job)
     assert names == [f"{prefix}-w-fsync-off-0", f"{prefix}-w-fsync-off-0.{prefix}-sub-0.0",
                      f"{prefix}-w-fsync-off-0.{prefix}-sub-0.1"]
-    assert object_names({**job, "broker": "kafka"}) == [f"{prefix}-w-fsync-off-0", f"{prefix}-sub-0"]
+    assert object_names(job.with_(broker="kafka")) == [f"{prefix}-w-fsync-off-0", f"{prefix}-sub-0"]
     assert all(owned(n, prefix) for n in names)
     for foreign in ("orders", prefix, prefix + "f-x", "bb-other-topic", "__consumer_offsets", "x" + prefix + "-a"):
         assert not owned(foreign, prefix), foreign

@@ -76,8 +76,9 @@ def test_a_job_carries_the_deployed_endpoint_as_the_deploy_task_recorded_it(tmp_
     assert endpoint == deployed  # typed, the record's other fields left out
     item = plan.items[0]
     job = benchmark._job(ctx, item, endpoint, "measure", 60.0, 5.0, "localhost-0")
-    assert job["endpoint"] == deployed.to_dict()
-    assert (job["phase"], job["duration_s"], job["interval_s"], job["broker"]) == ("measure", 60.0, 5.0, "rabbitmq")
+    assert job.to_dict()["endpoint"] == deployed.to_dict()  # the job file holds the endpoint as recorded
+    assert job.endpoint.amqp_uris == deployed.amqp_uris
+    assert (job.phase, job.duration_s, job.interval_s, job.broker) == ("measure", 60.0, 5.0, "rabbitmq")
 
 
 def test_what_a_killed_try_measured_is_salvaged(tmp_path):

@@ -1,9 +1,11 @@
 """brokerbench.worker.job: the job's defaults live in the model, a job file holds what the pipeline set, and a
 bad job names every bad field before the worker connects anywhere."""
 
+import json
+
 import pytest
 
-from brokerbench.worker.job import DELAY_P99_BOUND_MS, Job, JobError, check_job
+from brokerbench.worker.job import DELAY_P99_BOUND_MS, Job, JobError, check_job, job_json, read_job
 from brokerbench.worker.runner import as_job
 
 MINIMAL = {"worker": "localhost-0", "phase": "measure", "broker": "rabbitmq", "workload": {"messageSize": 100},
@@ -32,3 +34,39 @@ def test_a_bad_job_names_each_field():
     assert "duration_s" in str(e.value) and "topics" in str(e.value) and "2 problem(s)" in str(e.value)
     with pytest.raises(JobError):
         as_job({**MINIMAL, "interval_s": None})
+
+
+def test_the_parts_are_typed_and_their_file_keeps_omb_keys_as_given(tmp_path):
+    workload = {"name": "w", "messageSize": 1024, "partitionsPerTopic": 3, "producerRate": 500,
+                "useRandomizedPayloads": True, "testDurationMinutes": 1}  # a key the worker does not read: kept
+    driver = {"name": "pulsar", "client": {"ioThreads": 2, "persistence": {"ensembleSize": 3}},
+              "producer": {"batchingEnabled": False}, "replicationFactor": 3}
+    endpoint = {"broker": "pulsar", "implementation": "apache-pulsar", "version": "4.0.7",
+                "service_url": "pulsar://h:6650", "durability": {"honoured": True}}
+    job = Job.build(workload=workload, worker="h-0", phase="measure", broker="pulsar", driver=driver,
+                    endpoint=endpoint, topics=["t"], duration_s=60)
+    assert (job.workload.message_size, job.workload.partitions_per_topic, job.workload.randomized_payload_pool_size) \
+        == (1024, 3, 1000)
+    assert (job.driver.client.io_threads, job.driver.client.persistence.ensemble_size,
+            job.driver.producer.batching_enabled, job.driver.producer.pending_queue_size) == (2, 3, False, 10000)
+    assert (job.endpoint.service_url, job.endpoint.where()) == ("pulsar://h:6650", "pulsar://h:6650")
+    # built from the workload: its rate, producers and consumers, its kind
+    assert (job.rate_msg_s, job.producers_per_topic, job.consumers_per_subscription, job.kind) == \
+        (500, 1, 1, "latency")
+    # one serialiser to the file, one parser back: the file holds the parts as given (the JVM engine reads it)
+    path = tmp_path / "job.json"
+    path.write_text(job.to_json())
+    data = json.loads(path.read_text())
+    assert data["workload"] == workload and data["driver"] == driver and data["endpoint"] == endpoint
+    assert read_job(path) == job
+    assert json.loads(job_json(data)) == data
+
+
+def test_a_job_file_that_is_no_job_is_refused_with_its_reason(tmp_path):
+    path = tmp_path / "job.json"
+    path.write_text("{not json")
+    with pytest.raises(JobError, match="not JSON"):
+        read_job(path)
+    path.write_text(json.dumps({**MINIMAL, "driver": {"replicationFactor": "three"}}))
+    with pytest.raises(JobError, match="driver.replicationFactor"):
+        read_job(path)

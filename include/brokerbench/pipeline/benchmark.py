@@ -16,9 +16,9 @@ from brokerbench.spec.clients import ceiling_warning
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.util import run_prefix, safe_name, write_atomic
-from brokerbench.worker.job import Job
-from brokerbench.worker.runner import SWEEP_RATES, prepare_job, workload_kind
-from brokerbench.worker.scaleout import split_job
+from brokerbench.worker.job import Job, JobWorkload
+from brokerbench.worker.runner import SWEEP_RATES, prepare_job
+from brokerbench.worker.scaleout import shares, split_job
 
 # -- per broker x variant ---------------------------------------------------
 
@@ -98,31 +98,22 @@ def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
 
 
 def _job(ctx: RunContext, item, endpoint: BrokerEndpoint, phase: str, duration_s: float, interval_s: float,
-         worker: str) -> dict[str, Any]:
+         worker: str) -> Job:
     topics, subs = _names(ctx, item)
     w = item.workload
-    workload = w.to_omb_dict()
-    kind = _kind(workload)
+    workload = JobWorkload.parse(w.to_omb_dict())
+    if getattr(w, "payload_path", None):
+        workload.payload_file = str(w.payload_path)  # the worker may run in another directory
     sweep_rates = w.sweep_rates_msg_s
-    if phase == "warmup" and kind == "throughput-sweep":
+    if phase == "warmup" and workload.kind_of() == "throughput-sweep":
         # the warm-up of a sweep is its first step held for the whole warm-up: running every step there would
         # end it overloading the broker, and the measured phase's first (lowest) step would start on that backlog
         sweep_rates = [(sweep_rates or SWEEP_RATES)[0]]
-    if getattr(w, "payload_path", None):
-        workload["payloadFile"] = str(w.payload_path)  # the worker may run in another directory
-    return Job(**{
-        "worker": worker, "phase": phase, "workload_id": w.id, "broker": item.broker,
-        "variant": item.variant, "workload": workload, "driver": item.driver.to_omb_dict(),
-        "endpoint": endpoint.to_dict(), "topics": topics, "subscriptions": subs,
-        "duration_s": duration_s, "interval_s": interval_s, "rate_msg_s": w.producer_rate,
-        "producers_per_topic": w.producers_per_topic,
-        "consumers_per_subscription": w.consumer_per_subscription,
-        "consumers_in_subscription": w.consumer_per_subscription,
-        "kind": kind,
-        "client_library": item.client_library,
-        "sweep_rates_msg_s": sweep_rates,
-        "clock_offset_ms": _clock_offset_ms(ctx),
-    }).to_dict()
+    return Job.build(workload=workload, worker=worker, phase=phase, workload_id=w.id, broker=item.broker,
+                     variant=item.variant, driver=item.driver.to_omb_dict(), endpoint=endpoint.to_dict(),
+                     topics=topics, subscriptions=subs, duration_s=duration_s, interval_s=interval_s,
+                     client_library=item.client_library, sweep_rates_msg_s=sweep_rates,
+                     clock_offset_ms=_clock_offset_ms(ctx))
 
 
 def _clock_offset_ms(ctx: RunContext) -> float | None:
@@ -134,10 +125,6 @@ def _clock_offset_ms(ctx: RunContext) -> float | None:
     offsets = [abs(float(h["time_sync"]["clock_offset_ms"])) for h in hosts
                if (h.get("time_sync") or {}).get("clock_offset_ms") is not None]
     return max(offsets) if offsets else None
-
-
-def _kind(workload: dict[str, Any]) -> str:
-    return workload_kind(workload)
 
 
 def worker_processes(ctx: RunContext) -> int:
@@ -161,16 +148,13 @@ def client_rate_warnings(plan, processes: int) -> list[str]:
         w = item.workload
         if not w.producer_rate:
             continue  # 0 = find the maximum rate (a sweep, or unthrottled): no rate to hold
-        job = {"producers_per_topic": w.producers_per_topic, "consumers_per_subscription": w.consumer_per_subscription,
-               "rate_msg_s": w.producer_rate, "start_at_ns": 1}
-        if w.subscriptions_per_topic == 0:
-            job["consumers_per_subscription"] = 0
+        consumers = w.consumer_per_subscription if w.subscriptions_per_topic else 0
         what = f"workload {item.base_workload_id!r} on {item.broker} (driver {item.driver.name!r})"
-        for j in split_job(job, processes):
-            if not j["producers_per_topic"]:
+        for share in shares(w.producers_per_topic, consumers, float(w.producer_rate), processes):
+            if share is None or not share.producers_per_topic:
                 continue
-            line = ceiling_warning(item.broker, item.client_library, float(j["rate_msg_s"]),
-                                   bool(j["consumers_per_subscription"]), what)
+            line = ceiling_warning(item.broker, item.client_library, share.rate_msg_s,
+                                   bool(share.consumers_per_subscription), what)
             if line:
                 warnings.setdefault(line, None)
                 break  # one line per workload and broker: the first process above its ceiling
@@ -213,23 +197,23 @@ def _prepare(ctx: RunContext, broker: str, variant: str, endpoint: BrokerEndpoin
         env.record_created(broker, object_names(job))  # before they exist: a crash in between leaves none unknown
         with env.client_secrets():
             prepare_job(job)  # a JVM engine's library: built first (brokerbench.worker.jvm.ensure_built)
-        created += job["topics"]
+        created += job.topics
         libraries.add(item.client_library)
-        log.info("%s: created %s with %d partitions and subscriptions %s", broker, ", ".join(job["topics"]),
-                 item.workload.partitions_per_topic, ", ".join(job["subscriptions"]))
+        log.info("%s: created %s with %d partitions and subscriptions %s", broker, ", ".join(job.topics),
+                 item.workload.partitions_per_topic, ", ".join(job.subscriptions))
     record_client_engine(ctx, broker, variant, libraries)
     return created
 
 
-def object_names(job: dict[str, Any]) -> list[str]:
+def object_names(job: Job) -> list[str]:
     """The names a job's prepare creates on the broker: topics (RabbitMQ: exchanges) and subscriptions (Kafka:
     consumer groups; Pulsar: subscriptions of the topics) or, on RabbitMQ, which has no subscription object,
     the queues ``<topic>.<subscription>.<partition>``."""
-    if job["broker"] == "rabbitmq":
-        partitions = int(job["workload"].get("partitionsPerTopic", 1))
-        return list(job["topics"]) + [f"{t}.{s}.{p}" for t in job["topics"] for s in job["subscriptions"]
-                                      for p in range(partitions)]
-    return list(job["topics"]) + list(job["subscriptions"])
+    if job.broker == "rabbitmq":
+        partitions = job.workload.partitions_per_topic
+        return list(job.topics) + [f"{t}.{s}.{p}" for t in job.topics for s in job.subscriptions
+                                   for p in range(partitions)]
+    return list(job.topics) + list(job.subscriptions)
 
 
 def raw_prefixes(ctx: RunContext, broker: str, variant: str) -> list[str]:
@@ -370,20 +354,22 @@ def _run_item(ctx: RunContext, env, item, endpoint: BrokerEndpoint,
         return [], []
     job = _job(ctx, item, endpoint, phase, minutes * 60.0, plan.interval_seconds, "localhost-0")
     # a throughput sweep's measured phase is written to phase directory "sweep"
-    phase_dir = "sweep" if phase == "measure" and job["kind"] == "throughput-sweep" else phase
-    jobs = [dict(j, phase=phase_dir) for j in split_job(job, worker_processes(ctx))]
-    outs = [result_path(ctx, item, phase_dir, j["worker"]) for j in jobs]
+    phase_dir = "sweep" if phase == "measure" and job.kind == "throughput-sweep" else phase
+    jobs = [one.with_(phase=phase_dir) for one in split_job(job, worker_processes(ctx))]
+    outs = [result_path(ctx, item, phase_dir, one.worker) for one in jobs]
     out = outs[0]
     if phase == "measure" and all(completed_ok(o) for o in outs):
         log.info("%s: measured phase already complete in %s, not repeated", item.key, out.parent)
         return [], []
     attempts = [o.with_name(o.name + ".attempt") for o in outs]
-    log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job["kind"],
-             minutes * 60, job["rate_msg_s"], len(jobs))
+    log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job.kind,
+             minutes * 60, job.rate_msg_s, len(jobs))
     label = safe_name(f"{item.workload.id}__{item.driver.name}__{item.variant}__{phase}")
     phase_rec = env.before_phase(phase, label)
     try:
-        res = env.run_workers(jobs, [str(a) for a in attempts], timeout_s=minutes * 60.0 + WORKER_GRACE_S)
+        # the environments take jobs as their files' dicts (Job.to_dict: an agent sends them on as JSON)
+        res = env.run_workers([one.to_dict() for one in jobs], [str(a) for a in attempts],
+                              timeout_s=minutes * 60.0 + WORKER_GRACE_S)
     finally:
         if phase_rec is not None:
             # host metrics of the phase, stored with the results (hostmetrics/<same path>/<host>.jsonl)

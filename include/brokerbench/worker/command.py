@@ -12,7 +12,6 @@ file still holds every interval measured before the failure), 1 = bad input.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 
@@ -27,16 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--out", required=True, help="result file (JSON Lines)")
     args = ap.parse_args(argv)
 
-    try:
-        with open(args.job, encoding="utf-8") as f:
-            job = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"brokerbench-worker: cannot read job file {args.job}: {e}", file=sys.stderr)
-        return 1
-    from brokerbench.worker.job import JobError, check_job
+    from brokerbench.worker.job import JobError, read_job
 
     try:
-        check_job(job)
+        job = read_job(args.job)
+    except OSError as e:
+        print(f"brokerbench-worker: cannot read job file {args.job}: {e}", file=sys.stderr)
+        return 1
     except JobError as e:
         print(f"brokerbench-worker: job file {args.job}: {e}", file=sys.stderr)
         return 1
@@ -49,14 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "prepare":
             prepare_job(job)
-            progress(f"prepared {len(job['topics'])} topics on {job['broker']}")
+            progress(f"prepared {len(job.topics)} topics on {job.broker}")
         else:
             run_job(job, args.out, progress=progress)
     except WorkerError as e:
         print(f"brokerbench-worker: {e}", file=sys.stderr, flush=True)
         return 2
-    except KeyError as e:
-        print(f"brokerbench-worker: job file {args.job} lacks field {e}", file=sys.stderr)
+    except JobError as e:
+        print(f"brokerbench-worker: job file {args.job}: {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -29,7 +29,10 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+if TYPE_CHECKING:
+    from brokerbench.worker.job import Job
 
 #: the Maven module (this file is include/brokerbench/worker/jvm.py)
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "jvm-worker"
@@ -183,10 +186,10 @@ def command(job_path: str, out_path: str) -> list[str]:
     return java_command("run", "--job", job_path, "--out", out_path)
 
 
-def run_job(job: dict[str, Any], out_path: str, progress: Callable[[str], None] = print) -> tuple[int, str]:
+def run_job(job: Job, out_path: str, progress: Callable[[str], None] = print) -> tuple[int, str]:
     """Run one phase in the engine: (exit code, the last line of its error output)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="bb-jvm-job-", delete=False) as f:
-        json.dump(job, f, default=str)
+        f.write(job.to_json())
         job_path = f.name
     try:
         argv = command(job_path, out_path)

@@ -14,13 +14,16 @@ import os
 import random
 import struct
 import time
+from collections.abc import Mapping
 from typing import Any, Iterator
+
+from brokerbench.worker.job import JobWorkload
 
 STAMP = struct.Struct(">q")
 STAMP_SIZE = STAMP.size  # 8 bytes
 
 
-def payload_pool(workload: dict[str, Any]) -> list[bytes]:
+def payload_pool(workload: JobWorkload | Mapping[str, Any]) -> list[bytes]:
     """The payload tails (messageSize - 8 bytes each) a producer cycles through.
 
     - payloadFile: one payload read once from the file (before load starts,
@@ -29,24 +32,25 @@ def payload_pool(workload: dict[str, Any]) -> list[bytes]:
       ``randomBytesRatio`` random bytes followed by zeros;
     - otherwise one payload of random bytes.
     """
-    size = int(workload["messageSize"])
+    w = JobWorkload.parse(workload)
+    if w.message_size is None:
+        raise ValueError("the workload has no messageSize")
+    size = w.message_size
     if size < STAMP_SIZE:
         raise ValueError(f"messageSize {size} is smaller than the {STAMP_SIZE}-byte send timestamp")
     tail = size - STAMP_SIZE
-    if workload.get("payloadFile"):
-        with open(workload["payloadFile"], "rb") as f:
+    if w.payload_file:
+        with open(w.payload_file, "rb") as f:
             on_disk = os.fstat(f.fileno()).st_size  # before reading: a file of another size is never read
             if on_disk != size:
-                raise ValueError(f"payloadFile {workload['payloadFile']} has {on_disk} bytes, messageSize is {size}")
+                raise ValueError(f"payloadFile {w.payload_file} has {on_disk} bytes, messageSize is {size}")
             data = f.read(size + 1)
         if len(data) != size:
-            raise ValueError(f"payloadFile {workload['payloadFile']} has {len(data)} bytes, messageSize is {size}")
+            raise ValueError(f"payloadFile {w.payload_file} has {len(data)} bytes, messageSize is {size}")
         return [data[STAMP_SIZE:]]
-    if workload.get("useRandomizedPayloads"):
-        ratio = float(workload.get("randomBytesRatio", 0.5))
-        n = int(workload.get("randomizedPayloadPoolSize", 1000))
-        rnd = int(tail * ratio)
-        return [os.urandom(rnd) + bytes(tail - rnd) for _ in range(n)]
+    if w.use_randomized_payloads:
+        rnd = int(tail * w.random_bytes_ratio)
+        return [os.urandom(rnd) + bytes(tail - rnd) for _ in range(w.randomized_payload_pool_size)]
     return [os.urandom(tail)]
 
 

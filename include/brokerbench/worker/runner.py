@@ -24,6 +24,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import psutil
@@ -31,14 +32,14 @@ import psutil
 from brokerbench import __version__
 from brokerbench.faults import OUTAGE_MIN_SENT
 from brokerbench.worker.drivers import driver_class
-from brokerbench.worker.job import DELAY_P99_BOUND_MS, JOB_FIELDS, Job, check_job  # noqa: F401 - JOB_FIELDS: re-exported
+from brokerbench.worker.job import DELAY_P99_BOUND_MS, Job, JobError, JobWorkload
+from brokerbench.worker.job import JOB_FIELDS as JOB_FIELDS  # re-exported
+from brokerbench.worker.job import KINDS as KINDS  # re-exported
 from brokerbench.worker.payload import STAMP, key_iterator, payload_pool
 from brokerbench.worker.recorder import IntervalWriter, Recorder
 
 log = logging.getLogger("brokerbench.worker")
 
-
-KINDS = ("latency", "throughput-sweep", "producer-only", "consumer-only", "backlog", "mixed")
 
 #: Target rates (msg/s, per worker process) of a throughput sweep when the job names none:
 #: Confluent's fixed steps (10K ... 1M) with lower steps for Python clients.
@@ -51,30 +52,9 @@ CLOCK_OFFSET_WARN_MS = 1.0
 HOST_CPU_BOUND_PERCENT = 90.0
 
 
-def workload_kind(workload: dict[str, Any], kind: str | None = None) -> str:
-    """The workload kind: ``kind`` (the job's) if set, else the workload's, else derived from the OMB fields.
-
-    consumerBacklogSizeGB > 0 -> backlog; no producers -> consumer-only; no
-    consumers -> producer-only (unthrottled when producerRate is 0);
-    producerRate 0 -> throughput-sweep (OMB's "find the maximum rate", done as
-    Confluent did: fixed rates, the highest stable one reported); else latency.
-    """
-    kind = kind or workload.get("kind")
-    if kind:
-        if kind not in KINDS:
-            raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
-        return kind
-    producers = int(workload.get("producersPerTopic", 1))
-    consumers = int(workload.get("subscriptionsPerTopic", 1)) * int(workload.get("consumerPerSubscription", 1))
-    if float(workload.get("consumerBacklogSizeGB", 0) or 0) > 0:
-        return "backlog"
-    if producers == 0:
-        return "consumer-only"
-    if consumers == 0:
-        return "producer-only"
-    if float(workload.get("producerRate", 0)) == 0:
-        return "throughput-sweep"
-    return "latency"
+def workload_kind(workload: JobWorkload | Mapping[str, Any], kind: str | None = None) -> str:
+    """The workload kind (:meth:`JobWorkload.kind_of`) of a workload or its OMB dict."""
+    return JobWorkload.parse(workload).kind_of(kind)
 
 
 class WorkerError(RuntimeError):
@@ -135,9 +115,12 @@ class _Phase:
         self.job = job
         self.progress = progress
         self.workload = job.workload
-        self.kind = workload_kind(self.workload, job.kind)
+        self.kind = self.workload.kind_of(job.kind)
+        if self.workload.message_size is None:
+            raise JobError("workload.messageSize: a phase needs it")
+        self.message_size: int = self.workload.message_size
         self.topics: list[str] = job.topics
-        self.partitions = int(self.workload.get("partitionsPerTopic", 1))
+        self.partitions = self.workload.partitions_per_topic
         self.duration_s = float(job.duration_s)
         self.interval_s = float(job.interval_s)
         self.rate = float(job.rate_msg_s)
@@ -191,20 +174,20 @@ class _Phase:
         subscriptions = len(self.subs) + (1 if self.catchup_sub else 0)
         meta = {
             "format_version": 1, "kind": self.kind,
-            "workload": job.workload_id, "workload_name": self.workload.get("name", job.workload_id),
-            "driver": job.driver.get("name", job.broker), "broker": job.broker,
+            "workload": job.workload_id, "workload_name": self.workload.name or job.workload_id,
+            "driver": job.driver.name or job.broker, "broker": job.broker,
             "variant": job.variant, "phase": job.phase, "worker": job.worker,
             "host": socket.gethostname(), "interval_s": self.interval_s,
             "target_rate_msg_s": target,
-            "message_size_bytes": int(self.workload["messageSize"]),
+            "message_size_bytes": self.message_size,
             "topics": len(self.topics), "partitions_per_topic": self.partitions,
             "producers": self.n_producers,
             "consumers": self.cps * subscriptions * len(self.topics),
             "subscriptions_per_topic": subscriptions,
             "client_library": self.cls.client_library, "client_library_version": self.cls.client_library_version,
             "brokerbench_version": __version__,
-            "broker_implementation": job.endpoint.get("implementation"),
-            "broker_version": job.endpoint.get("version"),
+            "broker_implementation": job.endpoint.implementation,
+            "broker_version": job.endpoint.version,
             "start_at_ns": job.start_at_ns,
         }
         if self.kind == "throughput-sweep":
@@ -224,7 +207,7 @@ class _Phase:
         per = rate / len(self.producers)
         threads = [threading.Thread(target=_producer_loop, name=f"producer-{i}", daemon=True,
                                     args=(p, per, start_ns, end_ns, pool,
-                                          key_iterator(self.workload.get("keyDistributor")), self.recorder,
+                                          key_iterator(self.workload.key_distributor), self.recorder,
                                           self.errors, stop))
                    for i, p in enumerate(self.producers)]
         for th in threads:
@@ -404,12 +387,12 @@ class _Phase:
 
     def run_backlog(self) -> None:
         """Build consumerBacklogSizeGB with consumers paused, then drain to backlogDrainRatio (bounded)."""
-        size = int(self.workload["messageSize"])
-        requested = float(self.workload.get("consumerBacklogSizeGB", 0)) * 1024 ** 3
+        size = self.message_size
+        requested = float(self.workload.consumer_backlog_size_gb or 0) * 1024 ** 3
         capacity = requested / size  # messages (per subscription)
         # drained: at most (1 - backlogDrainRatio) of the requested backlog is left,
         # plus what is in flight while producers keep sending (their rate x 100 ms)
-        empty_level = (1.0 - float(self.workload.get("backlogDrainRatio", 1.0))) * capacity + self.rate * 0.1
+        empty_level = (1.0 - self.workload.backlog_drain_ratio) * capacity + self.rate * 0.1
         for c in self.consumers:  # they joined and found their position during the probe
             c.pause()
         time.sleep(0.3)
@@ -424,7 +407,7 @@ class _Phase:
         t_built = time.time_ns()
         peak = self.backlog()
         info = {"requested_bytes": int(requested), "built": built, "build_s": round((t_built - start) / 1e9, 3),
-                "peak_backlog_msgs": peak, "drain_ratio": float(self.workload.get("backlogDrainRatio", 1.0))}
+                "peak_backlog_msgs": peak, "drain_ratio": self.workload.backlog_drain_ratio}
         self.say(f"backlog {'built' if built else 'NOT built'}: {peak} messages; consumers resume")
         for c in self.consumers:
             c.resume()
@@ -645,13 +628,13 @@ class _Phase:
                  f"errors {t['send_errors']} cpu {validity['cpu_percent'] or 0:.0f}% worker {status}; "
                  f"{seen} (the row's status is the summary's)")
         if status != "ok":
-            raise WorkerError(f"worker {job.worker} ({job.broker} at {_where(job.endpoint)}): {error}")
+            raise WorkerError(f"worker {job.worker} ({job.broker} at {job.endpoint.where()}): {error}")
         return {**t, "validity": validity, "load_s": self.load_s, **extra}
 
 
 def as_job(job: Job | dict[str, Any]) -> Job:
     """The job as a :class:`Job` (a dict, e.g. read from a job file, is validated: JobError names its fields)."""
-    return job if isinstance(job, Job) else Job.model_validate(check_job(job))
+    return Job.parse(job)
 
 
 def run_job(job: Job | dict[str, Any], out_path: str, progress: Callable[[str], None] = print) -> dict[str, Any]:
@@ -679,7 +662,7 @@ def _run_in_jvm(job: Job, out_path: str, progress: Callable[[str], None]) -> dic
     from brokerbench.worker import jvm
 
     try:
-        code, last = jvm.run_job(job.to_dict(), out_path, progress=progress)
+        code, last = jvm.run_job(job, out_path, progress=progress)
     except jvm.JvmEngineError as e:
         raise WorkerError(f"worker {job.worker} ({job.broker}): JVM engine: {e}") from None
     end: dict[str, Any] = {}
@@ -693,7 +676,7 @@ def _run_in_jvm(job: Job, out_path: str, progress: Callable[[str], None]) -> dic
         pass
     if code != 0:
         why = end.get("error") or last or f"exit {code}"
-        raise WorkerError(f"worker {job.worker} ({job.broker} at {_where(job.endpoint)}): JVM engine: {why}")
+        raise WorkerError(f"worker {job.worker} ({job.broker} at {job.endpoint.where()}): JVM engine: {why}")
     extra = {k: v for k, v in end.items() if k not in ("record", "end_ns", "status", "error", "totals", "cpu_percent",
                                                        "kind")}
     return {**end.get("totals", {}), **extra}
@@ -709,14 +692,9 @@ def prepare_job(job: Job | dict[str, Any]) -> None:
         jvm.ensure_built(progress=lambda line: log.info("%s", line))  # before the phases: they start on time
     driver = cls(job.endpoint, job.driver, Recorder())
     try:
-        driver.prepare(job.topics, int(job.workload.get("partitionsPerTopic", 1)), job.subscriptions)
+        driver.prepare(job.topics, job.workload.partitions_per_topic, job.subscriptions)
     finally:
         driver.close()
-
-
-def _where(endpoint: dict[str, Any]) -> str:
-    return (endpoint.get("bootstrap_servers") or endpoint.get("service_url")
-            or ",".join(endpoint.get("amqp_uris") or []) or "?")
 
 
 def _quietly(fn) -> None:

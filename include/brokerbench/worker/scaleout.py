@@ -21,41 +21,68 @@ happens in Spark.
 
 from __future__ import annotations
 
-import copy
 import time
-from typing import Any
+from typing import NamedTuple
+
+from brokerbench.worker.job import Job
+
+
+class Share(NamedTuple):
+    """One process's part of a job: its producers per topic and consumers per subscription, the index of its
+    first consumer in the subscription, its rate (msg/s) and its weight (its share of the job's rate)."""
+
+    producers_per_topic: int
+    consumers_per_subscription: int
+    consumer_index_offset: int
+    rate_msg_s: float
+    weight: float
 
 
 def _share(total: int, parts: int, index: int) -> int:
     return total // parts + (1 if index < total % parts else 0)
 
 
-def split_job(job: dict[str, Any], processes: int = 1, hosts: list[str] | None = None,
-              start_at_ns: int | None = None, start_lead_s: float = 15.0) -> list[dict[str, Any]]:
+def shares(producers_per_topic: int, consumers_per_subscription: int, rate_msg_s: float,
+           total: int) -> list[Share | None]:
+    """Each of ``total`` processes' :class:`Share` of a job (None: a process with neither producers nor consumers,
+    not started)."""
+    ppt, cps, rate = producers_per_topic, consumers_per_subscription, rate_msg_s
+    out: list[Share | None] = []
+    consumer_offset = 0
+    for g in range(total):
+        producers = (1 if ppt else 0) if ppt < total else _share(ppt, total, g)
+        weight = (producers / total if ppt < total else producers / ppt) if ppt else 0
+        consumers = _share(cps, total, g)
+        if not producers and not consumers:
+            out.append(None)
+            continue
+        out.append(Share(producers, consumers, consumer_offset,
+                         rate * weight / (1 if ppt >= total else producers or 1), weight))
+        consumer_offset += consumers
+    return out
+
+
+def split_job(job: Job, processes: int = 1, hosts: list[str] | None = None,
+              start_at_ns: int | None = None, start_lead_s: float = 15.0) -> list[Job]:
     """The per-process jobs of ``job`` over ``processes`` processes on each host of ``hosts``."""
     hosts = hosts or ["localhost"]
     processes = max(1, int(processes))
     total = processes * len(hosts)
     if total == 1:
-        return [dict(job, worker=f"{hosts[0]}-0")]
-    ppt = int(job.get("producers_per_topic", 0))
-    cps = int(job.get("consumers_per_subscription", 0))
-    rate = float(job.get("rate_msg_s", 0))
-    at = start_at_ns or job.get("start_at_ns") or time.time_ns() + int(start_lead_s * 1e9)
-    out, consumer_offset = [], 0
-    for g in range(total):
-        host, p = hosts[g // processes], g % processes
-        producers = (1 if ppt else 0) if ppt < total else _share(ppt, total, g)
-        weight = (producers / total if ppt < total else producers / ppt) if ppt else 0
-        consumers = _share(cps, total, g)
-        if not producers and not consumers:
+        return [job.with_(worker=f"{hosts[0]}-0")]
+    at = start_at_ns or job.start_at_ns or time.time_ns() + int(start_lead_s * 1e9)
+    out = []
+    for g, share in enumerate(shares(job.producers_per_topic, job.consumers_per_subscription, job.rate_msg_s,
+                                     total)):
+        if share is None:
             continue
-        j = copy.deepcopy(job)
-        j.update(worker=f"{host}-{p}", producers_per_topic=producers, consumers_per_subscription=consumers,
-                 consumer_index_offset=consumer_offset, consumers_in_subscription=cps,
-                 rate_msg_s=rate * weight / (1 if ppt >= total else producers or 1), start_at_ns=at)
-        if j.get("sweep_rates_msg_s"):
-            j["sweep_rates_msg_s"] = [r * weight for r in j["sweep_rates_msg_s"]]
-        consumer_offset += consumers
-        out.append(j)
+        changes = dict(worker=f"{hosts[g // processes]}-{g % processes}",
+                       producers_per_topic=share.producers_per_topic,
+                       consumers_per_subscription=share.consumers_per_subscription,
+                       consumer_index_offset=share.consumer_index_offset,
+                       consumers_in_subscription=job.consumers_per_subscription, rate_msg_s=share.rate_msg_s,
+                       start_at_ns=at)
+        if job.sweep_rates_msg_s:
+            changes["sweep_rates_msg_s"] = [r * share.weight for r in job.sweep_rates_msg_s]
+        out.append(job.with_(**changes))
     return out

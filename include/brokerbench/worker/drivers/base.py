@@ -15,6 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
+from brokerbench.worker.job import JobDriver, JobEndpoint
 from brokerbench.worker.recorder import Recorder
 
 PayloadHandler = Callable[[bytes], None]
@@ -114,17 +115,17 @@ class FlagPausedConsumer(Consumer):
 
 
 class Driver(ABC):
-    """One broker client library, configured from an OMB driver dict."""
+    """One broker client library, configured from the job's OMB driver and endpoint (dicts are parsed)."""
 
     client_library: str = ""
     client_library_version: str = ""
 
-    def __init__(self, endpoint: dict[str, Any], driver: dict[str, Any], recorder: Recorder):
-        self.endpoint = endpoint
-        self.driver = driver
+    def __init__(self, endpoint: JobEndpoint | dict[str, Any], driver: JobDriver | dict[str, Any], recorder: Recorder):
+        self.endpoint = JobEndpoint.parse(endpoint)
+        self.driver = JobDriver.parse(driver)
         self.recorder = recorder
         #: the endpoint's client properties (an external cluster's security settings), secrets expanded
-        self.client_config = {str(k): expand_secrets(str(v)) for k, v in (endpoint.get("client_config") or {}).items()}
+        self.client_config = {str(k): expand_secrets(str(v)) for k, v in self.endpoint.client_config.items()}
 
     @abstractmethod
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:

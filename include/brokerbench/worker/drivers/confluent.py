@@ -201,15 +201,15 @@ class ConfluentKafkaDriver(Driver):
         # TCP_NODELAY, as Kafka's Java client always sets it: librdkafka leaves Nagle's algorithm on by default,
         # which holds small requests back behind delayed ACKs (tens of ms at low rates); a driver file may say
         # otherwise
-        self.common = {"socket.nagle.disable": True, **_clean(parse_properties(driver.get("commonConfig")))}
-        self.common["bootstrap.servers"] = endpoint["bootstrap_servers"]
+        self.common = {"socket.nagle.disable": True, **_clean(parse_properties(self.driver.common_config))}
+        self.common["bootstrap.servers"] = self.endpoint.bootstrap_servers
         self.common.update(self.client_config)  # librdkafka names already (security.protocol, sasl.*, ssl.*)
 
     @override
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
         admin = _construct(AdminClient, self.common)
-        configs = parse_properties(self.driver.get("topicConfig"))
-        rf = int(self.driver.get("replicationFactor", 1))
+        configs = parse_properties(self.driver.topic_config)
+        rf = self.driver.replication_factor
         futures = admin.create_topics([NewTopic(t, partitions, rf, config=configs) for t in topics],
                                       operation_timeout=30, request_timeout=30)
         for t, f in futures.items():
@@ -221,7 +221,7 @@ class ConfluentKafkaDriver(Driver):
 
     @override
     def create_producer(self, topic: str, partitions: int) -> Producer:
-        conf = {**self.common, **_clean(parse_properties(self.driver.get("producerConfig")))}
+        conf = {**self.common, **_clean(parse_properties(self.driver.producer_config))}
         return _CKProducer(conf, topic, self.recorder)
 
     @override
@@ -229,6 +229,6 @@ class ConfluentKafkaDriver(Driver):
                         consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
         conf = {**self.common, "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
                 "enable.auto.commit": True, "fetch.wait.max.ms": 100,
-                **_clean(parse_properties(self.driver.get("consumerConfig"))),
+                **_clean(parse_properties(self.driver.consumer_config)),
                 "group.id": subscription, "auto.offset.reset": start}
         return _CKConsumer(conf, topic, on_payload, paused)

@@ -169,8 +169,8 @@ class KafkaPythonDriver(Driver):
 
     def __init__(self, endpoint, driver, recorder):
         super().__init__(endpoint, driver, recorder)
-        self.bootstrap = endpoint["bootstrap_servers"]
-        self.common = parse_properties(driver.get("commonConfig"))
+        self.bootstrap = self.endpoint.bootstrap_servers
+        self.common = parse_properties(self.driver.common_config)
         self.common.pop("bootstrap.servers", None)
         self.security = security_kwargs(self.client_config)
 
@@ -178,8 +178,8 @@ class KafkaPythonDriver(Driver):
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000, **self.security)
         try:
-            configs = parse_properties(self.driver.get("topicConfig"))
-            rf = int(self.driver.get("replicationFactor", 1))
+            configs = parse_properties(self.driver.topic_config)
+            rf = self.driver.replication_factor
             new = [NewTopic(t, num_partitions=partitions, replication_factor=rf, topic_configs=configs)
                    for t in topics]
             try:
@@ -191,14 +191,14 @@ class KafkaPythonDriver(Driver):
 
     @override
     def create_producer(self, topic: str, partitions: int) -> Producer:
-        kw = _kwargs(parse_properties(self.driver.get("producerConfig")), _PRODUCER_KEYS)
+        kw = _kwargs(parse_properties(self.driver.producer_config), _PRODUCER_KEYS)
         return _KafkaProducer(KafkaProducer(bootstrap_servers=self.bootstrap, **self.security, **kw), topic, self.recorder)
 
     @override
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
                         consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
         kw = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "enable_auto_commit": False,
-              **_kwargs(parse_properties(self.driver.get("consumerConfig")), _CONSUMER_KEYS)}
+              **_kwargs(parse_properties(self.driver.consumer_config), _CONSUMER_KEYS)}
         # "latest": earlier messages (a warm-up's) are not this phase's;
         # "earliest": catch-up reads and consumer-only read what the topic retains
         kw["auto_offset_reset"] = start

@@ -38,6 +38,7 @@ from brokerbench.worker.drivers.base import (
     Producer,
     expand_secrets,
 )
+from brokerbench.worker.job import JobDriver
 
 
 def queue_name(topic: str, subscription: str, partition: int) -> str:
@@ -47,9 +48,9 @@ def queue_name(topic: str, subscription: str, partition: int) -> str:
 EXCHANGE_TYPES = ("DIRECT", "TOPIC", "FANOUT")
 
 
-def exchange_type(driver: dict[str, Any], partitions: int) -> str:
+def exchange_type(driver: JobDriver, partitions: int) -> str:
     """The driver's exchangeType as pika names it; FANOUT needs one partition."""
-    et = str(driver.get("exchangeType") or "DIRECT").upper()
+    et = str(driver.exchange_type or "DIRECT").upper()
     if et not in EXCHANGE_TYPES:
         raise ValueError(f"exchangeType {et!r} is not one of {', '.join(EXCHANGE_TYPES)}")
     if et == "FANOUT" and partitions != 1:
@@ -274,11 +275,11 @@ class PikaDriver(Driver):
     def __init__(self, endpoint, driver, recorder):
         super().__init__(endpoint, driver, recorder)
         # an external cluster's URI names its password as a secret reference
-        self.uris = [expand_secrets(u) for u in (endpoint.get("amqp_uris") or driver.get("amqpUris") or [])]
+        self.uris = [expand_secrets(u) for u in (self.endpoint.amqp_uris or self.driver.amqp_uris)]
         if not self.uris:
             raise ValueError("RabbitMQ endpoint has no amqp_uris")
-        self.queue_type = str(driver.get("queueType", "CLASSIC")).upper()
-        self.persistent = bool(driver.get("messagePersistence", False))
+        self.queue_type = self.driver.queue_type.upper()
+        self.persistent = self.driver.message_persistence
         self._n = 0
 
     def _uri(self) -> str:
@@ -304,7 +305,7 @@ class PikaDriver(Driver):
 
     def create_producer(self, topic: str, partitions: int) -> Producer:
         return _AmqpProducer(self._uri(), topic, partitions, self.persistent, self.recorder,
-                             max_outstanding=int(self.driver.get("maxOutstandingConfirms", 10000)))
+                             max_outstanding=self.driver.max_outstanding_confirms)
 
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
                         consumers_in_subscription=1, start="latest", paused=False) -> Consumer:

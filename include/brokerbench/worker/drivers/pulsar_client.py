@@ -93,7 +93,6 @@ class PulsarClientDriver(Driver):
 
     def __init__(self, endpoint, driver, recorder):
         super().__init__(endpoint, driver, recorder)
-        client_cfg = driver.get("client") or {}
         # connectionsPerBroker has no equivalent in the Python client
         kw = {}
         if self.client_config.get("token"):  # an external cluster's token
@@ -101,8 +100,8 @@ class PulsarClientDriver(Driver):
         if self.client_config.get("tls_trust_certs_file_path"):
             kw["tls_trust_certs_file_path"] = self.client_config["tls_trust_certs_file_path"]
         self.client = pulsar.Client(
-            endpoint["service_url"],
-            io_threads=int(client_cfg.get("ioThreads", 1)),
+            self.endpoint.service_url,
+            io_threads=self.driver.client.io_threads,
             operation_timeout_seconds=30,
             logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
             **kw,
@@ -113,7 +112,7 @@ class PulsarClientDriver(Driver):
         headers = {"Content-Type": "application/json"}
         if self.client_config.get("token"):
             headers["Authorization"] = f"Bearer {self.client_config['token']}"
-        req = urllib.request.Request(f"{self.endpoint['http_url']}/admin/v2/{path}",
+        req = urllib.request.Request(f"{self.endpoint.http_url}/admin/v2/{path}",
                                      data=json.dumps(body).encode() if body is not None else None, method=method,
                                      headers=headers)
         urllib.request.urlopen(req, timeout=30).close()
@@ -121,12 +120,12 @@ class PulsarClientDriver(Driver):
     def prepare(self, topics: list[str], partitions: int, subscriptions: list[str]) -> None:
         # Topics are created on first use. Partitioned topics need the admin
         # API, which the embedded broker does not offer: say so plainly.
-        if partitions > 1 and not self.endpoint.get("http_url"):
+        if partitions > 1 and not self.endpoint.http_url:
             raise RuntimeError(
                 f"{partitions} partitions per topic need Pulsar's admin API (http_url), which "
-                f"{self.endpoint.get('implementation', 'this broker')} does not provide")
+                f"{self.endpoint.implementation or 'this broker'} does not provide")
         # an external cluster's namespace is not the run's to change: its persistence is set per topic
-        external = self.endpoint.get("implementation") == "external"
+        external = self.endpoint.implementation == "external"
         if partitions > 1:
             for t in topics:
                 self._admin("PUT", f"persistent/public/default/{t}/partitions", partitions)
@@ -137,12 +136,10 @@ class PulsarClientDriver(Driver):
                 except urllib.error.HTTPError as e:
                     if e.code != 409:  # 409: it exists (a retried prepare)
                         raise
-        persistence = (self.driver.get("client") or {}).get("persistence") or {}
-        if persistence and self.endpoint.get("http_url"):
-            body = {"bookkeeperEnsemble": int(persistence.get("ensembleSize", 1)),
-                    "bookkeeperWriteQuorum": int(persistence.get("writeQuorum", 1)),
-                    "bookkeeperAckQuorum": int(persistence.get("ackQuorum", 1)),
-                    "managedLedgerMaxMarkDeleteRate": 0}
+        persistence = self.driver.client.persistence
+        if persistence and self.endpoint.http_url:
+            body = {"bookkeeperEnsemble": persistence.ensemble_size, "bookkeeperWriteQuorum": persistence.write_quorum,
+                    "bookkeeperAckQuorum": persistence.ack_quorum, "managedLedgerMaxMarkDeleteRate": 0}
             if external:
                 for t in topics:
                     self._admin("POST", f"persistent/public/default/{t}/persistence", body)
@@ -150,8 +147,8 @@ class PulsarClientDriver(Driver):
                 self._admin("POST", "namespaces/public/default/persistence", body)
         elif persistence:
             logging.getLogger("brokerbench").warning(
-                "pulsar persistence %s not applied: %s has no admin API (http_url)", persistence,
-                self.endpoint.get("implementation", "this broker"))
+                "pulsar persistence %s not applied: %s has no admin API (http_url)", persistence.to_dict(),
+                self.endpoint.implementation or "this broker")
         # subscriptions are created at the current end of the topic
         for t in topics:
             for s in subscriptions:
@@ -159,14 +156,14 @@ class PulsarClientDriver(Driver):
 
     @override
     def create_producer(self, topic: str, partitions: int) -> Producer:
-        cfg = self.driver.get("producer") or {}
+        cfg = self.driver.producer
         p = self.client.create_producer(
             topic_url(topic),
-            batching_enabled=bool(cfg.get("batchingEnabled", True)),
-            batching_max_publish_delay_ms=int(cfg.get("batchingMaxPublishDelayMs", 1)),
-            batching_max_allowed_size_in_bytes=int(cfg.get("batchingMaxBytes", 128 * 1024)),
-            block_if_queue_full=bool(cfg.get("blockIfQueueFull", True)),
-            max_pending_messages=int(cfg.get("pendingQueueSize", 10000)),
+            batching_enabled=cfg.batching_enabled,
+            batching_max_publish_delay_ms=cfg.batching_max_publish_delay_ms,
+            batching_max_allowed_size_in_bytes=cfg.batching_max_bytes,
+            block_if_queue_full=cfg.block_if_queue_full,
+            max_pending_messages=cfg.pending_queue_size,
             send_timeout_millis=30000,
         )
         return _PulsarProducer(p, self.recorder)
@@ -174,12 +171,11 @@ class PulsarClientDriver(Driver):
     @override
     def create_consumer(self, topic, subscription, partitions, on_payload, consumer_index=0,
                         consumers_in_subscription=1, start="latest", paused=False) -> Consumer:
-        cfg = self.driver.get("consumer") or {}
-        sub_type = _SUBSCRIPTION_TYPES.get(str(cfg.get("subscriptionType", "Failover")).lower(),
-                                           pulsar.ConsumerType.Failover)
-        total = cfg.get("maxTotalReceiverQueueSizeAcrossPartitions")
+        cfg = self.driver.consumer
+        sub_type = _SUBSCRIPTION_TYPES.get(cfg.subscription_type.lower(), pulsar.ConsumerType.Failover)
+        total = cfg.max_total_receiver_queue_size_across_partitions
         return _PulsarConsumer(self.client, topic, subscription, sub_type,
-                               int(cfg.get("receiverQueueSize", 1000)), on_payload, start=start,
+                               cfg.receiver_queue_size, on_payload, start=start,
                                paused=paused, max_total_receiver_queue=int(total) if total else None)
 
     def close(self) -> None:
