@@ -38,7 +38,7 @@ FSYNC_ON_KAFKA = {"topicConfig": {"flush.messages": "1", "flush.ms": "0"}}
 
 
 def env_with(local_env, **settings):
-    local_env.settings.update(settings)
+    local_env.settings = local_env.settings.model_copy(update=settings)
     return local_env
 
 

@@ -43,7 +43,7 @@ def test_rabbitmq_perf_test_and_the_worker_both_measure(local_env, tmp_path):
 
 @pytest.mark.slow
 def test_kafka_producer_performance_and_the_worker_both_measure(local_env, tmp_path):
-    local_env.settings.update(xc.LOCAL_HEAPS)
+    local_env.settings = local_env.settings.model_copy(update=xc.LOCAL_HEAPS)
     ep = local_env.deploy("kafka", {}, "fsync-off", {}).to_dict()
     result = xc.crosscheck("kafka", ep, ep["version"], rates=(500.0,), sizes=(100,), seconds=3, max_probe=False,
                            work_dir=tmp_path / "xc")
@@ -61,7 +61,7 @@ def test_kafka_producer_performance_and_the_worker_both_measure(local_env, tmp_p
 
 @pytest.mark.slow
 def test_pulsar_perf_and_the_worker_both_measure_after_a_warmup(local_env, tmp_path):
-    local_env.settings.update(xc.LOCAL_HEAPS)
+    local_env.settings = local_env.settings.model_copy(update=xc.LOCAL_HEAPS)
     ep = local_env.deploy("pulsar", {}, "fsync-off", {}).to_dict()
     result = xc.crosscheck("pulsar", ep, ep["version"], rates=(500.0,), sizes=(100,), seconds=3, max_probe=False,
                            work_dir=tmp_path / "xc", warmup_s=1.0)

@@ -84,7 +84,7 @@ def get_one(channel, queue: str, timeout_s: float = 10.0) -> bytes | None:
 
 def stand_ins(env: LocalEnvironment) -> LocalEnvironment:
     """The environment with the quick stand-ins asked for by name (the default is the real brokers)."""
-    env.settings["broker_implementations"] = {"kafka": "tansu", "pulsar": "pulsar-lite"}
+    env.settings.broker_implementations = {"kafka": "tansu", "pulsar": "pulsar-lite"}
     return env
 
 

@@ -11,6 +11,7 @@ from brokerbench.environments.base import EnvironmentFailure
 from brokerbench.environments.local import LocalSettingsError, check_brokers
 from brokerbench.environments.machine import distributions as d
 from brokerbench.environments.machine import implementation_for
+from brokerbench.environments.settings import LocalSettings
 
 
 @pytest.fixture(autouse=True)
@@ -93,11 +94,11 @@ def test_a_cached_version_is_used_without_maven_and_an_incomplete_one_is_not(cac
 
 
 def test_the_real_brokers_are_the_default_and_stand_ins_are_chosen_by_name():
-    assert implementation_for("kafka", {}) == "apache-kafka"
-    assert implementation_for("pulsar", {}) == "apache-pulsar"
-    assert implementation_for("kafka", {"broker_implementations": {"kafka": "tansu"}}) == "tansu"
+    assert implementation_for("kafka", LocalSettings()) == "apache-kafka"
+    assert implementation_for("pulsar", LocalSettings()) == "apache-pulsar"
+    assert implementation_for("kafka", LocalSettings(broker_implementations={"kafka": "tansu"})) == "tansu"
     with pytest.raises(EnvironmentFailure, match="'redpanda' is not one of apache-kafka, tansu"):
-        implementation_for("kafka", {"broker_implementations": {"kafka": "redpanda"}})
+        implementation_for("kafka", LocalSettings(broker_implementations={"kafka": "redpanda"}))
 
 
 def test_check_brokers_names_the_setting(monkeypatch):

@@ -10,9 +10,9 @@ from brokerbench.environments.settings import LocalSettings
 def test_the_environment_reads_the_models_defaults_and_the_suites_values(tmp_path):
     env = LocalEnvironment("brokerbench_smoke/manual__1", {"state_dir": str(tmp_path), "metrics_interval_s": 2})
     defaults = LocalSettings()
-    assert env.local_settings.tuned_profile == defaults.tuned_profile == "latency-performance"
-    assert env.local_settings.disk_baseline_mb == defaults.disk_baseline_mb
-    assert env.local_settings.metrics_interval_s == 2.0
+    assert env.settings.tuned_profile == defaults.tuned_profile == "latency-performance"
+    assert env.settings.disk_baseline_mb == defaults.disk_baseline_mb
+    assert env.settings.metrics_interval_s == 2.0
 
 
 def test_a_bad_setting_is_refused_by_name(tmp_path):

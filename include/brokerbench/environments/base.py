@@ -1,4 +1,4 @@
-"""The interface every environment (``local``, ``aws``) implements.
+"""The interface every environment (``local``, ``aws``, ``external``: :mod:`.registry`) implements.
 
 A DAG run talks to its environment only through :class:`Environment`, one call
 per Airflow task. Tasks of one run may execute in different processes (or on
@@ -16,7 +16,9 @@ import contextlib
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
 
 
 class EnvironmentFailure(RuntimeError):
@@ -101,18 +103,24 @@ class BrokerEndpoint:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-class Environment(ABC):
+#: an environment's settings model (:mod:`.settings`)
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
+
+
+class Environment(ABC, Generic[SettingsT]):
     """One benchmark run's machines and brokers.
 
     ``run_key`` identifies the DAG run (``<dag_id>/<run_id>``); ``settings`` are
-    the environment's section of the suite plus params (paths, instance types).
+    the environment's section of the suite plus params (paths, instance types),
+    validated: the environment's model of :mod:`.settings`, read as attributes.
     """
 
     name: str
+    settings: SettingsT
 
-    def __init__(self, run_key: str, settings: dict[str, Any] | None = None):
+    def __init__(self, run_key: str, settings: SettingsT):
         self.run_key = run_key
-        self.settings = settings or {}
+        self.settings = settings
 
     @abstractmethod
     def provision(self) -> dict[str, Any]:

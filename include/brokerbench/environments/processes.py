@@ -16,7 +16,7 @@ and stopped. Nothing started by another run (another state directory) is ever
 selected, and a recorded pid is only signalled when its start time still matches
 (pids get reused).
 
-State directory of a run: ``settings["state_dir"]``, else
+State directory of a run: the setting ``state_dir``, else
 ``$BROKERBENCH_HOME/state/<run_key>`` (``BROKERBENCH_HOME`` defaults to
 ``<repository>/.brokerbench``): :func:`state_dir_for`.
 
@@ -48,11 +48,11 @@ STOP_GRACE_S = 20.0
 
 # -- state directories --------------------------------------------------------
 
-def state_dir_for(run_key: str, settings: dict[str, Any] | None = None) -> Path:
-    """Where a run's state lives (see the module docstring)."""
-    settings = settings or {}
-    if settings.get("state_dir"):
-        return Path(settings["state_dir"]).resolve()
+def state_dir_for(run_key: str, state_dir: str | None = None) -> Path:
+    """Where a run's state lives: ``state_dir`` (the environment's setting of that name), else the default
+    under ``BROKERBENCH_HOME`` (see the module docstring)."""
+    if state_dir:
+        return Path(state_dir).resolve()
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_key).strip("._") or "run"
     return (brokerbench_home() / "state" / safe).resolve()
 

@@ -81,7 +81,8 @@ class EnvironmentKind(ABC):
     @classmethod
     @abstractmethod
     def create(cls, run_key: str, settings: dict[str, Any], plan: Plan | None) -> Environment:
-        """The run's environment object (``plan`` None: before the validate task wrote it)."""
+        """The run's environment object (``plan`` None: before the validate task wrote it). ``settings``: as the
+        plan carries them; the object holds them validated, as :attr:`settings_model`."""
 
 
 class Local(EnvironmentKind):
@@ -147,10 +148,10 @@ class Aws(EnvironmentKind):
     @classmethod
     def lease_scope(cls, settings: dict[str, Any], plan: Plan | None) -> tuple[str, int]:  # noqa: ARG003
         """The account; slots: the setting ``max_concurrent_runs`` (each run has its own fleet)."""
-        from .aws.settings_check import merge_settings
+        from .aws.settings_check import aws_settings
 
-        merged, _ = merge_settings(settings)  # defaults < suite and params < site settings
-        return "aws", max(1, int(merged.get("max_concurrent_runs") or 1))
+        # defaults < suite and params < site settings, typed
+        return "aws", max(1, aws_settings(settings).max_concurrent_runs)
 
     @classmethod
     def create(cls, run_key: str, settings: dict[str, Any], plan: Plan | None) -> Environment:

@@ -1,7 +1,10 @@
 """The environments' settings (a suite's ``environmentSettings``, refined by run params), typed.
 
 One model per environment declares every setting: its type, default and
-meaning. The aws environment's :data:`~brokerbench.environments.aws.settings_check.DEFAULTS`
+meaning. Each environment object holds its settings as its model
+(``env.settings``, validated when the object is made from the plan's dict) and
+reads them as attributes (tests/unit/test_settings_reads.py). The aws
+environment's :data:`~brokerbench.environments.aws.settings_check.DEFAULTS`
 are :class:`AwsSettings`' defaults; its settings check
 (``aws.settings_check.check_settings``) refuses a bad value naming the setting,
 before any machine exists.
@@ -42,6 +45,7 @@ class LocalSettings(BaseModel):
     disk_baseline_mb: int = Field(64, description="size of the disk baseline, MB (0: skipped)")
     metrics_interval_s: float = Field(1.0, description="host metrics sampling interval, s")
     worker_processes: int | None = Field(None, description="worker processes per client host (default 1)")
+    pulsar_lite_log_level: str = Field("info", description="log level of the pulsar-lite stand-in")
 
 
 class StaticHost(BaseModel):
@@ -128,6 +132,20 @@ class AwsSettings(BaseModel):
     disk_baseline_mb: int = 1024
     metrics_interval_s: float = 1.0
     ssh_timeout_s: int = 20
+    state_dir: str | None = Field(None, description="the controller's state directory of the run; None: "
+                                                    "$BROKERBENCH_HOME/state/<run>")
+    instance_counts: dict[str, int] = Field(default_factory=dict,
+                                            description="the run param instance_counts: refines counts, role by role")
+    start_timeout_s: float | None = Field(None, description="how long a broker may take to serve, s; None: 300 "
+                                                            "(deploy_mode install), the local environment's 120 "
+                                                            "(deploy_mode local)")
+    # deploy_mode local: the local environment's settings of the brokers, given to the agent on the broker host
+    broker_implementations: dict[str, str] = Field(default_factory=dict, description="deploy_mode local: as the "
+                                                                                     "local environment's")
+    kafka_home: str | None = Field(None, description="deploy_mode local: as the local environment's")
+    pulsar_home: str | None = Field(None, description="deploy_mode local: as the local environment's")
+    kafka_heap_mb: int | None = Field(None, description="deploy_mode local: as the local environment's")
+    pulsar_heap_mb: int | None = Field(None, description="deploy_mode local: as the local environment's")
 
 
 class ExternalSettings(BaseModel):
@@ -172,5 +190,6 @@ class ExternalSettings(BaseModel):
 
 
 def defaults(model: type[BaseModel]) -> dict[str, Any]:
-    """A settings model's defaults as the plain dict the environments read."""
+    """A settings model's defaults as a plain dict (the aws environment's DEFAULTS, merged under the given
+    settings before they are validated)."""
     return model().model_dump()

@@ -217,9 +217,9 @@ def _each(names: list[str], fn) -> list[Any]:
 
 def _artifact(env, broker: str, version: str, names: list[str]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The artifact the scripts install, shipped to ``names`` (source controller); and its provenance."""
-    source = env.settings.get("artifact_source") or "controller"
+    source = env.settings.artifact_source or "controller"
     if broker == "rabbitmq":
-        return None, {"source": f"rabbitmq_source {env.settings.get('rabbitmq_source') or 'package'}"}
+        return None, {"source": f"rabbitmq_source {env.settings.rabbitmq_source or 'package'}"}
     if source != "controller":
         return None, {"source": "apache-archive (downloaded by each host, sha512 checked)"}
     from . import artifacts
@@ -241,7 +241,7 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
     hosts where the version needs it), wait until every node serves and the cluster has formed."""
     t0 = time.monotonic()
     version = env.version(broker)
-    mode = kafka_mode(version, env.settings.get("kafka_mode")) if broker == "kafka" else ""
+    mode = kafka_mode(version, env.settings.kafka_mode) if broker == "kafka" else ""
     hosts = _fleet_hosts(env, "broker")
     metadata = _fleet_hosts(env, "metadata") if (broker == "pulsar" or mode == "zookeeper") else []
     if not hosts:
@@ -253,11 +253,11 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
     artifact, provenance = _artifact(env, broker, version, names)
     shipped_s = time.monotonic() - t0
     scripts = render_scripts(broker, version, hosts, metadata, broker_settings, mode=mode or "kraft",
-                             tuning=env.settings.get("tuning_profile") or "default", run_key=env.run_key,
-                             data_dir=env.settings.get("data_dir") or "/data",
-                             source=env.settings.get("artifact_source") or "controller", artifact=artifact,
-                             rabbitmq_source=env.settings.get("rabbitmq_source") or "package",
-                             heaps_mb=env.settings.get("heaps_mb"))
+                             tuning=env.settings.tuning_profile or "default", run_key=env.run_key,
+                             data_dir=env.settings.data_dir or "/data",
+                             source=env.settings.artifact_source or "controller", artifact=artifact,
+                             rabbitmq_source=env.settings.rabbitmq_source or "package",
+                             heaps_mb=env.settings.heaps_mb)
     by_host = {h.name: h for h in env.hosts()}
     for name, script, text in scripts:
         by_host[name].put_text(text, _script(env, by_host[name], script), 0o755)
@@ -268,7 +268,7 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
     if zk_hosts:
         _each(zk_hosts, lambda n: (_step(env, n, "zookeeper.sh", "configure"),
                                    _step(env, n, "zookeeper.sh", "start")))
-        _wait(env, "zookeeper", zk_hosts, "zookeeper.sh", float(env.settings.get("start_timeout_s") or 300))
+        _wait(env, "zookeeper", zk_hosts, "zookeeper.sh", float(env.settings.start_timeout_s or 300))
     # a variant's settings need a restart: every node stopped, configured again, started
     _each(broker_hosts, lambda n: (_step(env, n, main, "stop"), _step(env, n, main, "configure")))
     if broker == "pulsar":
@@ -280,7 +280,7 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
         for name in broker_hosts[1:]:
             _step(env, name, main, "join")
         _step(env, broker_hosts[0], main, "policy")
-    timeout = float(env.settings.get("start_timeout_s") or 300)
+    timeout = float(env.settings.start_timeout_s or 300)
     _wait(env, broker, broker_hosts, main, timeout)
     addrs = [h["address"] for h in hosts]
     ep = BrokerEndpoint(broker=broker, implementation=IMPLEMENTATIONS[broker],
@@ -413,7 +413,7 @@ def start_node(env, broker: str, index: int) -> dict[str, Any]:
     """Start the ``index``-th broker node again (after :func:`kill_node`) and wait until it serves."""
     host = env.hosts("broker")[index]
     _step(env, host.name, SCRIPTS[broker], "start", timeout=300)
-    _wait(env, broker, [host.name], SCRIPTS[broker], float(env.settings.get("start_timeout_s") or 300))
+    _wait(env, broker, [host.name], SCRIPTS[broker], float(env.settings.start_timeout_s or 300))
     return {"host": host.name, "at": time.time()}
 
 

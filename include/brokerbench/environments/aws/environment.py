@@ -35,6 +35,7 @@ import logging
 import shlex
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -45,42 +46,40 @@ from ...util import write_json_atomic
 from .. import hostmetrics, hostsetup
 from ..base import BrokerEndpoint, Environment, EnvironmentFailure
 from ..processes import state_dir_for
+from ..settings import AwsSettings
 from . import fleet as aws_fleet
 from .brokers import deploy_installed, health_installed, kill_node, start_node, undeploy_installed
-from .settings_check import check_settings, merge_settings, needs_metadata, static_host_records
+from .settings_check import aws_settings, check_settings, needs_metadata, static_host_records
 from .ssh import SshHost
 from .templates import render
 
 log = logging.getLogger("brokerbench")
 
-#: every setting with its default; types and meanings: brokerbench.environments.settings.AwsSettings
 
+class AwsEnvironment(Environment[AwsSettings]):
+    """``settings``: as given (the plan's, refined by params), merged with the defaults and the site's settings
+    and validated (:func:`.settings_check.aws_settings`: a wrong type refused naming the setting); or the
+    :class:`AwsSettings` the environment runs with."""
 
-class AwsEnvironment(Environment):
     name = "aws"
 
-    def __init__(self, run_key: str, settings: dict[str, Any] | None = None, plan: Any | None = None):
-        merged, _site = merge_settings(settings)
-        super().__init__(run_key, merged)
+    def __init__(self, run_key: str, settings: AwsSettings | Mapping[str, Any] | None = None,
+                 plan: Any | None = None):
+        super().__init__(run_key, aws_settings(settings))
         self.plan = plan
-        self.state_dir = state_dir_for(run_key, merged)
         s = self.settings
-        self.override = s.get("ssh_host_override")
+        self.state_dir = state_dir_for(run_key, s.state_dir)
+        self.override = s.ssh_host_override
         #: machines the user already has (static_hosts): no EC2 call, never terminated
-        self.static = bool(s.get("static_hosts"))
+        self.static = bool(s.static_hosts)
         # machines that are not this run's fresh instances (an override, mapped addresses, static hosts) are not
         # changed unless host_changes says so
-        self.host_changes = (bool(s["host_changes"]) if s.get("host_changes") is not None
-                             else not (self.override or s.get("host_addresses") or self.static))
-        self.remote_dir = s["remote_dir"].rstrip("/")
-        self.remote_python = s.get("remote_python") or f"{self.remote_dir}/venv/bin/python"
-        if s["worker_install"] not in ("auto", "never"):
-            raise EnvironmentFailure(f"setting worker_install: {s['worker_install']!r} is not one of 'auto', 'never'")
-        if not isinstance(s["worker_pip_args"], list) or not all(isinstance(a, str) for a in s["worker_pip_args"]):
-            raise EnvironmentFailure(f"setting worker_pip_args: expected a list of strings, got "
-                                    f"{s['worker_pip_args']!r}")
+        self.host_changes = (s.host_changes if s.host_changes is not None
+                             else not (self.override or s.host_addresses or self.static))
+        self.remote_dir = s.remote_dir.rstrip("/")
+        self.remote_python = s.remote_python or f"{self.remote_dir}/venv/bin/python"
         # brokerbench installs its package only into the venv it owns, never into a given Python
-        self.installs_worker = s["worker_install"] == "auto" and not s.get("remote_python")
+        self.installs_worker = s.worker_install == "auto" and not s.remote_python
         # one install at a time per machine: hosts reached at one address (ssh_host_override,
         # a bastion) share one <remote_dir>/venv
         self._install_locks: dict[tuple[str, Any], threading.Lock] = {}
@@ -96,27 +95,27 @@ class AwsEnvironment(Environment):
         return ["kafka", "pulsar", "rabbitmq"]
 
     def version(self, broker: str) -> str:
-        return str(self.settings["broker_versions"][broker])
+        return str(self.settings.broker_versions[broker])
 
     def needs_metadata(self) -> bool:
         return needs_metadata(self.settings, self.brokers())
 
     def counts(self) -> dict[str, int]:
         if self.static:
-            hosts = static_host_records(self.settings)
+            hosts = static_host_records(self.settings.static_hosts)
             return {r: sum(1 for h in hosts if h["role"] == r) for r in aws_fleet.ROLES}
-        return aws_fleet.role_counts(self.settings, self.needs_metadata())
+        return aws_fleet.role_counts(self.settings.counts, self.settings.instance_counts, self.needs_metadata())
 
     def cost_estimate(self) -> dict[str, Any]:
         minutes = aws_fleet.expected_minutes(self.plan)
-        lifetime = self.settings.get("max_lifetime_hours") or round(minutes / 60.0 * 1.5 + 1.0, 2)
-        cap = self.settings.get("cost_cap_usd")
-        return aws_fleet.estimate_cost(self.settings["instance_types"], self.counts(), minutes,
+        lifetime = self.settings.max_lifetime_hours or round(minutes / 60.0 * 1.5 + 1.0, 2)
+        cap = self.settings.cost_cap_usd
+        return aws_fleet.estimate_cost(self.settings.instance_types, self.counts(), minutes,
                                        float(cap) if cap is not None else None, float(lifetime),
-                                       self.settings.get("prices_usd_per_hour"))
+                                       self.settings.prices_usd_per_hour)
 
     def fleet_api(self) -> aws_fleet.Fleet:
-        return aws_fleet.Fleet(self.run_key, self.settings["aws_conn_id"], self.settings.get("region_name"))
+        return aws_fleet.Fleet(self.run_key, self.settings.aws_conn_id, self.settings.region_name)
 
     # -- provision ---------------------------------------------------------------------
     def provision(self) -> dict[str, Any]:
@@ -145,11 +144,12 @@ class AwsEnvironment(Environment):
 
     def _provision_static(self) -> dict[str, Any]:
         """The ``static_hosts`` as the fleet: nothing is created; each host is checked reachable over SSH."""
-        hosts = sorted(static_host_records(self.settings), key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))
+        hosts = sorted(static_host_records(self.settings.static_hosts),
+                       key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         record = {"environment": self.name, "run_key": self.run_key, "state_dir": str(self.state_dir),
                   "static": True, "hosts": hosts, "broker_versions": {b: self.version(b) for b in self.brokers()},
-                  "deploy_mode": self.settings["deploy_mode"], "ssh": {"port": self.settings.get("ssh_port")}}
+                  "deploy_mode": self.settings.deploy_mode, "ssh": {"port": self.settings.ssh_port}}
         _write(self.state_dir / "fleet.json", record)
         self._hosts = None
         for host in self.hosts():
@@ -161,41 +161,41 @@ class AwsEnvironment(Environment):
 
     def checked_cost(self) -> dict[str, Any]:
         """The settings checked before anything is created, and the run's cost estimate."""
-        return check_settings(self.settings, self.brokers(), self.plan)
+        return check_settings(self.settings.model_dump(), self.brokers(), self.plan)
 
     def _provision(self, fleet: aws_fleet.Fleet, cost: dict[str, Any]) -> dict[str, Any]:
         s = self.settings
         counts = self.counts()
-        sg = fleet.security_group(s["controller_cidr"], self.brokers(), s.get("vpc_id"))
-        wanted = {role: {"count": n, "instance_type": s["instance_types"][role], "image_id": s["ami"],
-                         "subnet_id": s.get("subnet_id"), "key_name": s.get("key_name")}
+        sg = fleet.security_group(str(s.controller_cidr), self.brokers(), s.vpc_id)  # checked: given
+        wanted = {role: {"count": n, "instance_type": s.instance_types[role], "image_id": s.ami,
+                         "subnet_id": s.subnet_id, "key_name": s.key_name}
                   for role, n in counts.items() if n > 0}
         reconciled = fleet.reconcile(wanted, sg)
         lifetime_min = int(cost["max_lifetime_hours"] * 60)
         user_data = render("user-data.sh.j2", max_lifetime_minutes=lifetime_min, run_key=self.run_key)
-        launch: dict[str, Any] = {"ImageId": s["ami"], "SecurityGroupIds": [sg], "UserData": user_data,
+        launch: dict[str, Any] = {"ImageId": s.ami, "SecurityGroupIds": [sg], "UserData": user_data,
                                   "MetadataOptions": {"HttpTokens": "required"}}
-        if s.get("subnet_id"):
-            launch["SubnetId"] = s["subnet_id"]
-        if s.get("key_name"):
-            launch["KeyName"] = s["key_name"]
+        if s.subnet_id:
+            launch["SubnetId"] = s.subnet_id
+        if s.key_name:
+            launch["KeyName"] = s.key_name
         purposes = {"broker": "broker nodes: " + ", ".join(self.brokers()),
                     "metadata": "ZooKeeper / metadata store", "client": "benchmark workers"}
         instances = []
         for role, n in counts.items():
             if n > 0:
-                instances += fleet.ensure_role(role, n, s["instance_types"][role], launch, purposes[role],
+                instances += fleet.ensure_role(role, n, s.instance_types[role], launch, purposes[role],
                                                lifetime_min)
         running = fleet.wait_running([i["InstanceId"] for i in instances])
         hosts = sorted((aws_fleet.host_record(i) for i in running), key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))
         self._address_hosts(hosts)
         record = {"environment": self.name, "run_key": self.run_key, "state_dir": str(self.state_dir),
                   "security_group": sg, "hosts": hosts, "cost": cost, "broker_versions":
-                  {b: self.version(b) for b in self.brokers()}, "deploy_mode": s["deploy_mode"],
+                  {b: self.version(b) for b in self.brokers()}, "deploy_mode": s.deploy_mode,
                   "self_protection": {"instance_initiated_shutdown_behavior": "terminate",
                                       "scheduled_shutdown_minutes": lifetime_min},
                   "earlier_attempt": reconciled,
-                  "ssh": {"override": self.override, "port": s.get("ssh_port")}}
+                  "ssh": {"override": self.override, "port": s.ssh_port}}
         _write(self.state_dir / "fleet.json", record)
         log.info("fleet: %s", ", ".join(f"{h['name']} ({h['instance_type']}, {h['instance_id']})" for h in hosts))
         return record
@@ -256,7 +256,7 @@ class AwsEnvironment(Environment):
             return json.loads(path.read_text())
         if self.static:
             return {"environment": self.name, "static": True, "hosts": sorted(
-                static_host_records(self.settings), key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))}
+                static_host_records(self.settings.static_hosts), key=lambda h: (ROLE_ORDER[h["role"]], h["name"]))}
         running = self.fleet_api().instances(["running"])
         if not running:
             raise EnvironmentFailure(f"no running instance tagged {aws_fleet.RUN_TAG}={self.run_key}: "
@@ -268,7 +268,7 @@ class AwsEnvironment(Environment):
     def _address_hosts(self, hosts: list[dict[str, Any]]) -> None:
         """Each host's address: the instance's private or public one, or the ``host_addresses`` mapping's
         (per role, in name order), which SSH, the brokers' listeners and the clients all use."""
-        mapping = self.settings.get("host_addresses") or {}
+        mapping = self.settings.host_addresses
         for role in ("broker", "metadata", "client"):
             group = sorted((h for h in hosts if h["role"] == role), key=lambda h: h["name"])
             given = mapping.get(role)
@@ -277,15 +277,15 @@ class AwsEnvironment(Environment):
                                          f"{len(group)} {role} host(s)")
             for i, h in enumerate(group):
                 h["address"] = (given[i] if given is not None else
-                                h["public_ip"] if self.settings["address"] == "public" else h["private_ip"])
+                                h["public_ip"] if self.settings.address == "public" else h["private_ip"])
 
     def hosts(self, role: str | None = None) -> list[SshHost]:
         if self._hosts is None:
             self._hosts = [
-                SshHost(h["name"], h["role"], self.override or h["address"], self.settings.get("ssh_port"),
-                        self.settings["ssh_conn_id"], self.state_dir / "known_hosts.json",
+                SshHost(h["name"], h["role"], self.override or h["address"], self.settings.ssh_port,
+                        self.settings.ssh_conn_id, self.state_dir / "known_hosts.json",
                         key_alias="ssh-override" if self.override else h["name"],
-                        conn_timeout=int(self.settings["ssh_timeout_s"]))
+                        conn_timeout=int(self.settings.ssh_timeout_s))
                 for h in self.fleet()["hosts"]]
         return [h for h in self._hosts if role is None or h.role == role]
 
@@ -334,7 +334,7 @@ class AwsEnvironment(Environment):
         if self.installs_worker and any(self._needs_agent(h) for h in self.hosts()):
             from .worker_package import worker_package
 
-            package = worker_package(self.settings.get("worker_wheel"), self.state_dir / "wheels")
+            package = worker_package(self.settings.worker_wheel, self.state_dir / "wheels")
             log.info("worker package: %s (%s, id %s)", package.wheel.name, package.origin, package.package_id[:12])
         # hosts in parallel: chrony's wait, the disk baseline and the install take minutes each
         hosts = self.hosts()
@@ -354,7 +354,7 @@ class AwsEnvironment(Environment):
         return result
 
     def _needs_agent(self, host: SshHost) -> bool:
-        return self.settings["deploy_mode"] == "install" or host.role == "client"
+        return self.settings.deploy_mode == "install" or host.role == "client"
 
     def _setup_host(self, host: SshHost, package: Any = None) -> dict[str, Any]:
         hd = self.host_dir(host)
@@ -377,14 +377,14 @@ class AwsEnvironment(Environment):
                                     f"{(res.stderr or res.stdout)[-800:]}", host.name)
         rec["disks"] = _parse_kv(res.stdout, "DISK")
         if self.host_changes:
-            rec["tuned"] = hostsetup.apply_tuned_profile(host, self.settings["tuned_profile"])
+            rec["tuned"] = hostsetup.apply_tuned_profile(host, self.settings.tuned_profile)
         else:
-            rec["tuned"] = {"profile": self.settings["tuned_profile"], "applied": False,
+            rec["tuned"] = {"profile": self.settings.tuned_profile, "applied": False,
                             "reason": "host_changes off (ssh_host_override): not applied to this machine"}
         rec["time_sync"] = hostsetup.time_sync(host, single_host=False,
-                                               wait_s=float(self.settings["time_sync_wait_s"]) if self.host_changes
+                                               wait_s=float(self.settings.time_sync_wait_s) if self.host_changes
                                                else 2.0)
-        size = int(self.settings["disk_baseline_mb"])
+        size = int(self.settings.disk_baseline_mb)
         data = "/data" if self.host_changes and rec["disks"] else hd
         rec["disk"] = (hostsetup.disk_baseline(host, data, size_mb=size) if size > 0
                        else {"note": "disk baseline skipped (disk_baseline_mb = 0)"})
@@ -415,7 +415,7 @@ class AwsEnvironment(Environment):
         script = f"{self.host_dir(host)}/install-worker.sh"
         host.put_text(render("install-worker.sh.j2", remote_dir=self.remote_dir, wheel=wheel,
                              package_id=package.package_id,
-                             pip_args=" ".join(shlex.quote(a) for a in self.settings["worker_pip_args"])),
+                             pip_args=" ".join(shlex.quote(a) for a in self.settings.worker_pip_args)),
                       script, 0o755)
         res = host.sudo(f"bash {shlex.quote(script)}", timeout=900)
         if not res.ok:
@@ -441,7 +441,7 @@ class AwsEnvironment(Environment):
     # -- brokers ------------------------------------------------------------------------------
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
                driver_overrides: dict[str, Any]) -> BrokerEndpoint:
-        if self.settings["deploy_mode"] == "local":
+        if self.settings.deploy_mode == "local":
             host = self.hosts("broker")[0]
             spec = {"broker": broker, "broker_settings": broker_settings, "variant": variant,
                     "driver_overrides": driver_overrides, "settings": self._local_settings()}
@@ -454,7 +454,7 @@ class AwsEnvironment(Environment):
 
     def kill_broker_node(self, broker: str, index: int) -> dict[str, Any]:
         """SIGKILL every process of ``broker`` on the ``index``-th broker host (fault tests; deploy_mode install)."""
-        if self.settings["deploy_mode"] != "install":
+        if self.settings.deploy_mode != "install":
             raise EnvironmentFailure("killing one node of a cluster needs deploy_mode install")
         return kill_node(self, broker, index)
 
@@ -463,20 +463,22 @@ class AwsEnvironment(Environment):
         return start_node(self, broker, index)
 
     def _local_settings(self) -> dict[str, Any]:
-        # the version string means what it means on the local environment: the agent resolves it from Maven
-        # Central on the host (or runs the tarball a *_home setting names)
-        keep = ("broker_versions", "broker_implementations", "kafka_home", "pulsar_home", "kafka_heap_mb",
-                "pulsar_heap_mb", "start_timeout_s")
-        return {k: self.settings[k] for k in keep if self.settings.get(k)}
+        """The settings of the agent's brokers (deploy_mode local), serialised for its spec file: the local
+        environment's settings of that name, those set. The version string means what it means on the local
+        environment: the agent resolves it from Maven Central on the host (or runs the tarball a *_home
+        setting names)."""
+        keep = {"broker_versions", "broker_implementations", "kafka_home", "pulsar_home", "kafka_heap_mb",
+                "pulsar_heap_mb", "start_timeout_s"}
+        return {k: v for k, v in self.settings.model_dump(include=keep).items() if v}
 
     def health(self, broker: str) -> dict[str, Any]:
-        if self.settings["deploy_mode"] == "local":
+        if self.settings.deploy_mode == "local":
             return self.agent(self.hosts("broker")[0], "health",
                               {"broker": broker, "settings": self._local_settings()}, timeout=120)
         return health_installed(self, broker)
 
     def undeploy(self, broker: str) -> None:
-        if self.settings["deploy_mode"] == "local":
+        if self.settings.deploy_mode == "local":
             self.agent(self.hosts("broker")[0], "undeploy", {"broker": broker, "settings": self._local_settings()},
                        timeout=300)
             return
@@ -501,7 +503,7 @@ class AwsEnvironment(Environment):
             try:
                 self.agent(host, "metrics-start", None, timeout=60,
                            extra=f"--out {shlex.quote(out)} --host {shlex.quote(host.name)} "
-                                 f"--interval {float(self.settings['metrics_interval_s'])} "
+                                 f"--interval {float(self.settings.metrics_interval_s)} "
                                  f"--run-root {shlex.quote(self.run_dir())}")
                 rec["metrics"].append({"host": host.name, "remote": out})
             except EnvironmentFailure as e:
@@ -605,7 +607,7 @@ class AwsEnvironment(Environment):
         """Terminate every instance tagged with the run (found by tag, not by ids
         handed over), wait until terminated, delete the security group."""
         record: dict[str, Any] = {"environment": self.name, "run_key": self.run_key, "errors": []}
-        if self.override or self.settings.get("host_addresses") or self.static:
+        if self.override or self.settings.host_addresses or self.static:
             # hosts that outlive the instances (a stand-in sshd, mapped addresses, static hosts): stop what
             # brokerbench started there (real instances take their processes with them when terminated)
             record["host_processes"] = self._stop_host_processes(record)

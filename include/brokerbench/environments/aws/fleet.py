@@ -41,7 +41,7 @@ import logging
 import math
 import re
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..base import EnvironmentFailure
 
@@ -86,13 +86,14 @@ def expected_minutes(plan: Any | None) -> float:
     return total
 
 
-def role_counts(settings: dict[str, Any], needs_metadata: bool) -> dict[str, int]:
-    counts = {"broker": 3, "metadata": 3 if needs_metadata else 0, "client": 2,
-              **{k: int(v) for k, v in {**(settings.get("counts") or {}),
-                                         **(settings.get("instance_counts") or {})}.items()}}
+def role_counts(counts: Mapping[str, Any], instance_counts: Mapping[str, Any], needs_metadata: bool) -> dict[str, int]:
+    """Instances per role: 3 brokers, 3 metadata hosts (where needed), 2 clients, refined by the setting
+    ``counts`` and then by the run param ``instance_counts``."""
+    out = {"broker": 3, "metadata": 3 if needs_metadata else 0, "client": 2,
+           **{k: int(v) for k, v in {**counts, **instance_counts}.items()}}
     if not needs_metadata:
-        counts["metadata"] = 0
-    return counts
+        out["metadata"] = 0
+    return out
 
 
 def estimate_cost(instance_types: dict[str, str], counts: dict[str, int], minutes: float,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 from ...spec import bounds
 from ...spec.errors import SpecError
 from ..base import EnvironmentFailure
-from ..settings import AwsSettings, defaults
+from ..settings import AwsSettings, StaticHost, defaults
 from . import fleet as aws_fleet
 from .brokers import IMPLEMENTATIONS, kafka_mode
 from .templates import profiles
@@ -56,12 +57,28 @@ def merge_settings(settings: dict[str, Any] | None) -> tuple[dict[str, Any], dic
     return merged, site
 
 
-def needs_metadata(settings: dict[str, Any], brokers: list[str]) -> bool:
+def aws_settings(settings: AwsSettings | Mapping[str, Any] | None) -> AwsSettings:
+    """The settings the environment runs with, typed: given settings merged (:func:`merge_settings`) and
+    validated; a model as it is (already merged). A value of the wrong type raises :class:`AwsSettingsError`
+    naming the setting and where it came from."""
+    if isinstance(settings, AwsSettings):
+        return settings
+    merged, site = merge_settings(dict(settings or {}))
+    try:
+        return AwsSettings.model_validate(merged)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        where = "BROKERBENCH_AWS_SETTINGS" if loc[0] in site else "environmentSettings"
+        raise AwsSettingsError(f"{err['msg']} (got {err.get('input')!r})", ".".join([where, *loc])) from None
+
+
+def needs_metadata(settings: AwsSettings, brokers: list[str]) -> bool:
     """ZooKeeper hosts are needed by Pulsar, and by Kafka in ZooKeeper mode (installed brokers only)."""
-    if settings["deploy_mode"] == "local":
+    if settings.deploy_mode == "local":
         return False
     return "pulsar" in brokers or ("kafka" in brokers and kafka_mode(
-        str(settings["broker_versions"]["kafka"]), settings.get("kafka_mode")) == "zookeeper")
+        str(settings.broker_versions["kafka"]), settings.kafka_mode) == "zookeeper")
 
 
 class Refuse(Protocol):
@@ -109,15 +126,15 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
         if b not in IMPLEMENTATIONS:
             raise AwsSettingsError(f"unknown broker {b!r}; the aws environment runs {', '.join(IMPLEMENTATIONS)}",
                                    "brokers")
-    _check_types(s, refuse)
+    typed = _check_types(s, refuse)
     if s.get("static_hosts"):
         versions = _check_versions(s, brokers, refuse)
         _check_profile(s, refuse)
-        return _check_static_hosts(s, brokers, versions, refuse)
+        return _check_static_hosts(typed, brokers, versions, refuse)
     _check_network(s, refuse)
     versions = _check_versions(s, brokers, refuse)
     _check_profile(s, refuse)
-    counts = _check_counts(s, brokers, versions, refuse)
+    counts = _check_counts(s, typed, brokers, versions, refuse)
     types, prices = _check_instance_types(s, counts, refuse)
     return _check_cost(s, plan, types, counts, prices, refuse)
 
@@ -136,14 +153,15 @@ def check_client_settings(settings: dict[str, Any], plan: Any | None = None, *,
 
     _check_types(s, refuse)
     _check_network(s, refuse)
-    counts = {"client": client_count(s, refuse)}
+    counts = {"client": client_count(s.get("counts"), refuse)}
     types, prices = _check_instance_types(s, counts, refuse)
     return _check_cost(s, plan, types, counts, prices, refuse)
 
 
-def client_count(s: dict[str, Any], refuse: Refuse | None = None) -> int:
-    """Client instances of a client fleet: ``counts.client`` (default 2), 1 to :data:`MAX_INSTANCES_PER_ROLE`."""
-    given = s.get("counts") or {}
+def client_count(counts: Any, refuse: Refuse | None = None) -> int:
+    """Client instances of a client fleet: ``counts.client`` (default 2), 1 to :data:`MAX_INSTANCES_PER_ROLE`;
+    ``counts``: the setting as given (the check), or as the typed settings hold it."""
+    given = counts or {}
     if not isinstance(given, dict):
         if refuse:
             refuse("counts", f'expected a mapping such as {{"client": 2}}, got {given!r}')
@@ -161,10 +179,11 @@ TYPED = ("deploy_mode", "address", "worker_install", "kafka_mode", "worker_pip_a
          "instance_types", "prices_usd_per_hour", "cost_cap_usd", "max_lifetime_hours")
 
 
-def _check_types(s: dict[str, Any], refuse: Refuse) -> None:
-    """Types and choices, as :class:`AwsSettings` declares them; the first wrong one refused by name."""
+def _check_types(s: dict[str, Any], refuse: Refuse) -> AwsSettings:
+    """Types and choices, as :class:`AwsSettings` declares them; the first wrong one refused by name. Returns
+    the :data:`TYPED` settings as the model (the others at their defaults: the rules below check them)."""
     try:
-        AwsSettings.model_validate({k: v for k, v in s.items() if k in TYPED})
+        return AwsSettings.model_validate({k: v for k, v in s.items() if k in TYPED})
     except ValidationError as e:
         err = e.errors()[0]
         loc = [str(p) for p in err["loc"]]
@@ -220,10 +239,11 @@ def _check_profile(s: dict[str, Any], refuse: Refuse) -> None:
                                  "(include/infra/aws/profiles.yaml)")
 
 
-def _check_counts(s: dict[str, Any], brokers: list[str], versions: dict[str, Any], refuse: Refuse) -> dict[str, int]:
+def _check_counts(s: dict[str, Any], typed: AwsSettings, brokers: list[str], versions: dict[str, Any],
+                  refuse: Refuse) -> dict[str, int]:
     """Instances per role: the suite's ``counts`` refined by the param ``instance_counts``; every role the
     brokers need has at least one."""
-    meta = needs_metadata(s, brokers)
+    meta = needs_metadata(typed, brokers)
     for key in ("counts", "instance_counts"):
         given = s.get(key)
         if given in (None, {}):
@@ -238,7 +258,7 @@ def _check_counts(s: dict[str, Any], brokers: list[str], versions: dict[str, Any
                 refuse(key, f"must be a whole number, got {n!r}", role)
             if not 0 <= int(n) <= MAX_INSTANCES_PER_ROLE:
                 refuse(key, f"must be between 0 and {MAX_INSTANCES_PER_ROLE} (got {n!r})", role)
-    counts = aws_fleet.role_counts(s, meta)
+    counts = aws_fleet.role_counts(s.get("counts") or {}, s.get("instance_counts") or {}, meta)
 
     def count_key(role: str) -> str:
         """Where the role's count came from: the param instance_counts wins over the suite's counts."""
@@ -254,25 +274,24 @@ def _check_counts(s: dict[str, Any], brokers: list[str], versions: dict[str, Any
     return counts
 
 
-def static_host_records(s: dict[str, Any]) -> list[dict[str, Any]]:
+def static_host_records(static_hosts: list[StaticHost] | None) -> list[dict[str, Any]]:
     """The ``static_hosts`` setting as fleet host records (``name``: given, else ``<role>-<n>``)."""
     seen: dict[str, int] = {}
     out = []
-    for h in s.get("static_hosts") or []:
-        h = dict(h)
-        n = seen.get(h["role"], 0)
-        seen[h["role"]] = n + 1
-        out.append({"name": h.get("name") or f"{h['role']}-{n}", "role": h["role"], "address": h["address"],
-                    "instance_id": None, "instance_type": "static", "private_ip": h["address"], "public_ip": None})
+    for h in static_hosts or []:
+        n = seen.get(h.role, 0)
+        seen[h.role] = n + 1
+        out.append({"name": h.name or f"{h.role}-{n}", "role": h.role, "address": h.address,
+                    "instance_id": None, "instance_type": "static", "private_ip": h.address, "public_ip": None})
     return out
 
 
-def _check_static_hosts(s: dict[str, Any], brokers: list[str], versions: dict[str, Any],
+def _check_static_hosts(s: AwsSettings, brokers: list[str], versions: dict[str, Any],
                         refuse: Refuse) -> dict[str, Any]:
     """Machines that exist: at least one broker and one client host (and a metadata host where the brokers need
     ZooKeeper), names unique; nothing is paid for, so there is no cost to check. Returns what stands in for
     the cost estimate."""
-    hosts = static_host_records(s)
+    hosts = static_host_records(s.static_hosts)
     names = [h["name"] for h in hosts]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

@@ -39,11 +39,11 @@ class AwsClientFleet(AwsEnvironment):
 
     @override
     def counts(self) -> dict[str, int]:
-        return {"client": client_count(self.settings)}
+        return {"client": client_count(self.settings.counts)}
 
     @override
     def checked_cost(self) -> dict[str, Any]:
-        return check_client_settings(self.settings, self.plan)
+        return check_client_settings(self.settings.model_dump(), self.plan)
 
     @override
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,

@@ -17,7 +17,7 @@ teardown deletes exactly those - found by listing the cluster, and for
 RabbitMQ without a management API by the names the prepare step recorded
 before it created them - also from a fresh object after a failure or a kill.
 
-State directory (``settings["state_dir"]``, else ``$BROKERBENCH_HOME/state/<run_key>``):
+State directory (the setting ``state_dir``, else ``$BROKERBENCH_HOME/state/<run_key>``):
 ``clusters.json`` (broker -> connection id and address, written at deploy),
 ``before-<broker>.json`` (the cluster's objects before the run's first deploy),
 ``created-<broker>.json`` (names the prepare step creates), ``teardown.json``.
@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterator
 
 from pydantic import ValidationError
@@ -57,16 +58,20 @@ class ExternalSettingsError(EnvironmentFailure):
         self.setting = setting
 
 
-def external_settings(settings: dict[str, Any]) -> ExternalSettings:
+def external_settings(settings: ExternalSettings | Mapping[str, Any] | None) -> ExternalSettings:
+    """``settings`` checked against :class:`ExternalSettings` (a model as it is); a bad one raises
+    ExternalSettingsError naming it."""
+    if isinstance(settings, ExternalSettings):
+        return settings
     try:
-        return ExternalSettings.model_validate(settings)
+        return ExternalSettings.model_validate(dict(settings or {}))
     except ValidationError as e:
         err = e.errors()[0]
         name = ".".join(str(p) for p in err["loc"])
         raise ExternalSettingsError(f"{name}: {err['msg']} (got {err.get('input')!r})", name) from None
 
 
-def lease_scope(settings: dict[str, Any], brokers: list[str]) -> str:
+def lease_scope(settings: ExternalSettings | Mapping[str, Any], brokers: list[str]) -> str:
     """The lease scope of a run on external clusters: ``external@`` and the clusters' addresses (no
     credentials), so two runs on the same cluster measure one at a time and runs on other clusters do not
     wait."""
@@ -75,19 +80,18 @@ def lease_scope(settings: dict[str, Any], brokers: list[str]) -> str:
                                          for b in sorted(set(brokers))))
 
 
-class ExternalEnvironment(Environment):
+class ExternalEnvironment(Environment[ExternalSettings]):
     """Clusters given by connection; clients on this machine or an aws client fleet (setting ``clients``).
     ``brokers``: the run's brokers (from the plan; a fresh object for teardown finds them in the state
     directory); ``plan``: for the client fleet's cost estimate."""
 
     name = "external"
 
-    def __init__(self, run_key: str, settings: dict[str, Any] | None = None, brokers: list[str] | None = None,
-                 plan: Any | None = None):
-        super().__init__(run_key, dict(settings or {}))
+    def __init__(self, run_key: str, settings: ExternalSettings | Mapping[str, Any] | None = None,
+                 brokers: list[str] | None = None, plan: Any | None = None):
+        super().__init__(run_key, external_settings(settings))  # ExternalSettingsError naming a bad setting
         self.plan = plan
-        self.external_settings = external_settings(self.settings)
-        self.state_dir = state_dir_for(run_key, self.settings)
+        self.state_dir = state_dir_for(run_key, self.settings.state_dir)
         self.brokers = list(brokers or [])
         self.prefix = run_prefix(run_key)
         self.host = LocalHost("localhost", "client")
@@ -96,14 +100,14 @@ class ExternalEnvironment(Environment):
 
     @property
     def aws_clients(self) -> bool:
-        return self.external_settings.clients == "aws"
+        return self.settings.clients == "aws"
 
     def client_fleet(self) -> AwsClientFleet:
         """The aws client fleet (``clients: aws``); its state under ``<state dir>/aws-clients``."""
         if self._fleet is None:
             from .aws_clients import AwsClientFleet
 
-            self._fleet = AwsClientFleet(self.run_key, {**self.external_settings.aws,
+            self._fleet = AwsClientFleet(self.run_key, {**self.settings.aws,
                                                         "state_dir": str(self.state_dir / "aws-clients")},
                                          plan=self.plan)
         return self._fleet
@@ -111,7 +115,7 @@ class ExternalEnvironment(Environment):
     # -- clusters -----------------------------------------------------------------------------------------
     def cluster(self, broker: str) -> Cluster:
         if broker not in self._clusters:
-            self._clusters[broker] = cluster_for(broker, self.external_settings.connections)
+            self._clusters[broker] = cluster_for(broker, self.settings.connections)
         return self._clusters[broker]
 
     def _recorded_clusters(self) -> dict[str, dict[str, Any]]:

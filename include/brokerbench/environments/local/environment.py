@@ -5,7 +5,7 @@ plays every role: broker, metadata and client. Brokers are started by
 :mod:`brokerbench.environments.machine`; workers are
 ``python -m brokerbench.worker run`` processes.
 
-State directory: ``settings["state_dir"]``, else
+State directory: the setting ``state_dir``, else
 ``$BROKERBENCH_LOCAL_STATE_ROOT/<run_key>``, else
 ``$BROKERBENCH_HOME/state/<run_key>`` (``BROKERBENCH_HOME`` defaults to
 ``<repository>/.brokerbench``). Every call finds what it needs there, so each
@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,13 @@ class LocalSettingsError(EnvironmentFailure):
         self.setting = setting
 
 
-def local_settings(settings: dict[str, Any]) -> LocalSettings:
-    """``settings`` checked against :class:`LocalSettings`; a bad one raises LocalSettingsError naming it."""
+def local_settings(settings: LocalSettings | Mapping[str, Any] | None) -> LocalSettings:
+    """``settings`` checked against :class:`LocalSettings` (a model as it is); a bad one raises LocalSettingsError
+    naming it."""
+    if isinstance(settings, LocalSettings):
+        return settings
     try:
-        return LocalSettings.model_validate(settings)
+        return LocalSettings.model_validate(dict(settings or {}))
     except ValidationError as e:
         err = e.errors()[0]
         name = ".".join(str(p) for p in err["loc"])
@@ -71,7 +75,7 @@ def installed_rabbitmq_version() -> str | None:
     return m.group(1) if m else None
 
 
-def check_brokers(settings: dict[str, Any], brokers: list[str]) -> dict[str, dict[str, Any]]:
+def check_brokers(settings: LocalSettings | Mapping[str, Any], brokers: list[str]) -> dict[str, dict[str, Any]]:
     """What each broker of a run will be, known before the lease and before anything starts.
 
     Apache Kafka / Apache Pulsar versions are resolved here (from Maven Central
@@ -79,15 +83,18 @@ def check_brokers(settings: dict[str, Any], brokers: list[str]) -> dict[str, dic
     version, distribution (the manifest: artifact, jars with sha256)}. Raises
     :class:`LocalSettingsError` naming the setting: an unknown implementation, a
     version that cannot be resolved (with the artifact and Maven's reason), a
-    RabbitMQ version other than the installed package's.
+    RabbitMQ version other than the installed package's; a setting of the wrong type.
     """
+    settings = local_settings(settings)
+    # a version the settings name (not the model's default), for what a stand-in or the installed package says
+    named = settings.broker_versions if "broker_versions" in settings.model_fields_set else {}
     out: dict[str, dict[str, Any]] = {}
     for broker in brokers:
         try:
             impl = implementation_for(broker, settings)
         except EnvironmentFailure as e:
             raise LocalSettingsError(str(e).split(": ", 1)[-1], f"broker_implementations.{broker}") from None
-        asked = (settings.get("broker_versions") or {}).get(broker)
+        asked = named.get(broker)
         if impl.startswith("apache-"):
             try:
                 dist = distribution_for(broker, settings)
@@ -113,9 +120,9 @@ def check_brokers(settings: dict[str, Any], brokers: list[str]) -> dict[str, dic
 class LocalEnvironment(Machine, Environment):
     """Brokers and workers as processes on this machine, on 127.0.0.1 only.
 
-    Settings (all optional): ``state_dir``; ``kafka_home`` / ``pulsar_home``
-    (real distributions instead of tansu / pulsar-lite); ``start_timeout_s``;
-    ``tuned_profile`` (default latency-performance); ``disk_baseline_mb``
+    Settings (all optional, :class:`~brokerbench.environments.settings.LocalSettings`, held validated as
+    ``settings``): ``state_dir``; ``kafka_home`` / ``pulsar_home`` (tarballs instead of versions from Maven
+    Central); ``start_timeout_s``; ``tuned_profile`` (default latency-performance); ``disk_baseline_mb``
     (default 64, 0 to skip).
 
     Brokers, workers and teardown are :class:`~brokerbench.environments.machine.runtime.Machine`'s;
@@ -124,15 +131,13 @@ class LocalEnvironment(Machine, Environment):
 
     name = "local"
 
-    def __init__(self, run_key: str, settings: dict[str, Any] | None = None):
-        settings = dict(settings or {})
-        self._given_settings = dict(settings)  # another run's environment on this machine: the same settings
+    def __init__(self, run_key: str, settings: LocalSettings | Mapping[str, Any] | None = None):
+        given = local_settings(settings)  # LocalSettingsError naming a bad setting
+        self._given_settings = given  # another run's environment on this machine: the same settings
         root = os.environ.get("BROKERBENCH_LOCAL_STATE_ROOT")
-        if root and not settings.get("state_dir"):
-            settings["state_dir"] = str(Path(root) / Path(state_dir_for(run_key)).name)
-        super().__init__(run_key, settings)
-        #: the settings, typed: every default is LocalSettings'
-        self.local_settings = local_settings(self.settings)
+        if root and not given.state_dir:
+            given = given.model_copy(update={"state_dir": str(Path(root) / Path(state_dir_for(run_key)).name)})
+        super().__init__(run_key, given)
 
     @override
     def stop_leftovers_of(self, run_key: str) -> list[dict[str, Any]]:
@@ -157,11 +162,11 @@ class LocalEnvironment(Machine, Environment):
     def setup_hosts(self) -> dict[str, Any]:
         """tuned profile, time sync, disk baseline and description of this host."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        size = self.local_settings.disk_baseline_mb
+        size = self.settings.disk_baseline_mb
         record = {
             "name": self.host.name,
             "role": self.host.role,
-            "tuned": hostsetup.apply_tuned_profile(self.host, self.local_settings.tuned_profile),
+            "tuned": hostsetup.apply_tuned_profile(self.host, self.settings.tuned_profile),
             "time_sync": hostsetup.time_sync(self.host, single_host=True),
             "disk": (hostsetup.disk_baseline(self.host, str(self.state_dir), size_mb=size) if size > 0
                      else {"note": "disk baseline skipped (disk_baseline_mb = 0)"}),
@@ -183,7 +188,7 @@ class LocalEnvironment(Machine, Environment):
             # own CPU: processes with this state dir's marker, and this task with its ancestors;
             # every other process's CPU is foreign (docs/results-format.md, "Status")
             hostmetrics.start(str(self.state_dir), str(out), self.host.name,
-                              self.local_settings.metrics_interval_s,
+                              self.settings.metrics_interval_s,
                               own_pids=hostmetrics.own_chain(os.getpid()))
             rec["metrics"] = [{"host": self.host.name, "file": str(out)}]
         except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run

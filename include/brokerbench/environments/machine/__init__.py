@@ -29,6 +29,7 @@ from typing import Any
 
 from ..base import EnvironmentFailure
 from ..processes import read_json
+from ..settings import LocalSettings
 from . import distributions
 from .apache_kafka import ApacheKafkaBroker
 from .apache_pulsar import ApachePulsarBroker
@@ -44,27 +45,28 @@ IMPLEMENTATIONS = {"kafka": ("apache-kafka", "tansu"), "pulsar": ("apache-pulsar
                    "rabbitmq": ("rabbitmq",)}
 
 
-def implementation_for(broker: str, settings: dict[str, Any] | None = None) -> str:
-    """The implementation ``settings["broker_implementations"][broker]`` asks for, else the default
+def implementation_for(broker: str, settings: LocalSettings | None = None) -> str:
+    """The implementation the setting ``broker_implementations`` asks for ``broker``, else the default
     (the real broker). Raises naming the setting when the name is not one of :data:`IMPLEMENTATIONS`."""
     if broker not in IMPLEMENTATIONS:
         raise EnvironmentFailure(f"unknown broker {broker!r}; the local environment runs {', '.join(BROKERS)}")
-    chosen = ((settings or {}).get("broker_implementations") or {}).get(broker) or IMPLEMENTATIONS[broker][0]
+    chosen = (settings or LocalSettings()).broker_implementations.get(broker) or IMPLEMENTATIONS[broker][0]
     if chosen not in IMPLEMENTATIONS[broker]:
         raise EnvironmentFailure(f"broker_implementations.{broker}: {chosen!r} is not one of "
                                 f"{', '.join(IMPLEMENTATIONS[broker])}")
     return chosen
 
 
-def distribution_for(broker: str, settings: dict[str, Any] | None = None) -> Distribution:
+def distribution_for(broker: str, settings: LocalSettings | None = None) -> Distribution:
     """The Apache distribution the settings ask for: an unpacked tarball (``<broker>_home`` /
     ``BROKERBENCH_<BROKER>_HOME``), else ``broker_versions[broker]`` resolved from Maven Central
     (cached; :func:`.distributions.resolve`)."""
-    settings = settings or {}
-    home = settings.get(f"{broker}_home") or os.environ.get(f"BROKERBENCH_{broker.upper()}_HOME")
+    settings = settings or LocalSettings()
+    home = {"kafka": settings.kafka_home, "pulsar": settings.pulsar_home}.get(broker) or \
+        os.environ.get(f"BROKERBENCH_{broker.upper()}_HOME")
     if home:
         return distributions.from_home(broker, home)
-    return distributions.resolve(broker, (settings.get("broker_versions") or {}).get(broker))
+    return distributions.resolve(broker, settings.broker_versions.get(broker))
 
 
 def _running_distribution(broker: str, record: dict[str, Any]) -> Distribution:
@@ -73,7 +75,7 @@ def _running_distribution(broker: str, record: dict[str, Any]) -> Distribution:
                         str(d.get("source", "maven")), str(d.get("logging_api", "log4j2")), d)
 
 
-def make_broker(broker: str, state_dir: str | os.PathLike[str], settings: dict[str, Any] | None = None, *,
+def make_broker(broker: str, state_dir: str | os.PathLike[str], settings: LocalSettings | None = None, *,
                 for_start: bool = False) -> LocalBroker:
     """The LocalBroker for ``broker``.
 
@@ -83,7 +85,7 @@ def make_broker(broker: str, state_dir: str | os.PathLike[str], settings: dict[s
     the implementation and version the settings ask for, resolved
     (:meth:`LocalBroker.start` restarts a running broker that differs).
     """
-    settings = settings or {}
+    settings = settings or LocalSettings()
     record = read_json(Path(state_dir) / broker / "broker.json", {}) or {}
     if for_start:
         impl = implementation_for(broker, settings)

@@ -104,7 +104,7 @@ class ApachePulsarBroker(PulsarProbeMixin, LocalBroker):
         conf = self.dir / "standalone.conf"
         auth: dict[str, Any] = {}
         token = None
-        if self.settings.get("pulsar_token_auth"):  # a cluster with token logins (the external environment's tests)
+        if self.settings.pulsar_token_auth:  # a cluster with token logins (the external environment's tests)
             key = secrets.token_bytes(32)
             token = hs256_token("admin", key)
             auth = {"authenticationEnabled": True, "authorizationEnabled": False, "superUserRoles": "admin",
@@ -116,7 +116,7 @@ class ApachePulsarBroker(PulsarProbeMixin, LocalBroker):
             f"{k}={str(v).lower() if isinstance(v, bool) else v}\n"
             for k, v in {**standalone_conf(ports, broker_settings), **auth}.items()))
         data, logs = self.dir / "data", self.dir / "logs"
-        heap = int(self.settings.get("pulsar_heap_mb") or DEFAULT_HEAP_MB)
+        heap = int(self.settings.pulsar_heap_mb or DEFAULT_HEAP_MB)
         argv = [java(), f"-Xms{heap // 2}m", f"-Xmx{heap}m", f"-XX:MaxDirectMemorySize={heap}m", *JVM_OPTIONS,
                 *log4j_options(self.dist, self.dir / "conf", logs / "pulsar-standalone.log"),
                 "-cp", self.dist.classpath(), "org.apache.pulsar.PulsarStandaloneStarter",

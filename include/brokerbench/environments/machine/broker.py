@@ -44,11 +44,11 @@ from ..processes import (
     terminate,
     write_json,
 )
+from ..settings import LocalSettings
 
 log = logging.getLogger("brokerbench")
 
 LOOPBACK = "127.0.0.1"
-DEFAULT_START_TIMEOUT_S = 120.0
 
 
 # -- ports ----------------------------------------------------------------------
@@ -105,11 +105,11 @@ class LocalBroker(ABC):
     broker: str = ""
     implementation: str = ""
 
-    def __init__(self, state_dir: str | os.PathLike[str], settings: dict[str, Any] | None = None):
+    def __init__(self, state_dir: str | os.PathLike[str], settings: LocalSettings | None = None):
         self.state_dir = Path(state_dir).resolve()
-        self.settings = settings or {}
+        self.settings = settings or LocalSettings()
         self.dir = self.state_dir / self.broker
-        self.start_timeout_s = float(self.settings.get("start_timeout_s", DEFAULT_START_TIMEOUT_S))
+        self.start_timeout_s = float(self.settings.start_timeout_s)
 
     # -- paths and state -------------------------------------------------------
     @property

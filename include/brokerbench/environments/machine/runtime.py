@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from ..processes import (
     terminate,
     write_json,
 )
+from ..settings import LocalSettings
 from . import BROKERS, make_broker
 
 log = logging.getLogger("brokerbench")
@@ -46,18 +48,19 @@ log = logging.getLogger("brokerbench")
 class Machine:
     """Brokers and workers as processes on this machine, kept in the run's state directory.
 
-    Settings (all optional, :class:`~brokerbench.environments.settings.LocalSettings`): ``state_dir``;
-    ``broker_versions`` / ``broker_implementations`` / ``kafka_home`` / ``pulsar_home`` (which broker runs);
-    ``start_timeout_s``.
+    Settings (all optional, :class:`~brokerbench.environments.settings.LocalSettings`; given as a mapping, as
+    the aws agent has them from its spec file, they are validated here): ``state_dir``; ``broker_versions`` /
+    ``broker_implementations`` / ``kafka_home`` / ``pulsar_home`` (which broker runs); ``start_timeout_s``.
     """
 
     #: the environment name records carry (the aws agent's host records say "local" too: it is this code)
     name = "local"
 
-    def __init__(self, run_key: str, settings: dict[str, Any] | None = None):
+    def __init__(self, run_key: str, settings: LocalSettings | Mapping[str, Any] | None = None):
         self.run_key = run_key
-        self.settings = settings or {}
-        self.state_dir = state_dir_for(run_key, self.settings)
+        self.settings = settings if isinstance(settings, LocalSettings) else \
+            LocalSettings.model_validate(dict(settings or {}))
+        self.state_dir = state_dir_for(run_key, self.settings.state_dir)
         self.host = LocalHost("localhost", "all")
 
     # -- brokers ------------------------------------------------------------------
