@@ -1,4 +1,4 @@
-"""The worker's validity rules that make a measurement invalid (worker/runner.py ``validity``),
+"""The worker's validity rules that make a measurement invalid (worker/validity.py ``validity``),
 and how the status of a summary row is read back (regression.split_status / validity_rules).
 
 The summary status itself is computed by Spark (tests/integration/test_aggregate_spark.py).
@@ -14,22 +14,23 @@ import pytest
 
 from brokerbench.histogram import LogHistogram
 from brokerbench.regression import is_valid, split_status, validity_rules
-from brokerbench.worker.runner import _Phase
+from brokerbench.worker.layout import ClientLayout
+from brokerbench.worker.modes import Load
+from brokerbench.worker.validity import PhaseFacts
+from brokerbench.worker.validity import validity as judge
 
 
 def phase(rate: float = 5000.0, acked: int = 150_000, load_s: float = 30.0, delay_us: list[int] | None = None,
-          clock_offset_ms: float | None = 0.0, kind: str = "latency") -> SimpleNamespace:
+          clock_offset_ms: float | None = 0.0, kind: str = "latency") -> PhaseFacts:
     """What validity() reads of a phase: a fixed-rate producer that acked ``acked`` in ``load_s``."""
     delay = LogHistogram.from_values(np.asarray(delay_us if delay_us is not None else [100] * 1000, dtype=np.int64))
-    writer = SimpleNamespace(totals={"sent": acked, "acked": acked, "send_errors": 0, "received": acked},
-                             phase_delay=delay)
-    return SimpleNamespace(kind=kind, rate=rate, producers=[object()], load_s=load_s, writer=writer, reasons=[],
-                           job=SimpleNamespace(clock_offset_ms=clock_offset_ms, drain_timeout_s=10.0), extra_end={},
-                           undrained=0)
+    return PhaseFacts(kind=kind, rate=rate, producers=True, load_s=load_s,
+                      totals={"sent": acked, "acked": acked, "send_errors": 0, "received": acked}, phase_delay=delay,
+                      clock_offset_ms=clock_offset_ms, drain_timeout_s=10.0)
 
 
-def validity(p: SimpleNamespace, cpu: float | None = 40.0, host_cpu: float | None = 30.0) -> dict:
-    return _Phase.validity(p, cpu, host_cpu)  # type: ignore[arg-type]
+def validity(p: PhaseFacts, cpu: float | None = 40.0, host_cpu: float | None = 30.0) -> dict:
+    return judge(p, cpu, host_cpu)
 
 
 def test_a_clean_phase_has_no_invalid_reason():
@@ -70,15 +71,16 @@ class _Live:
         return self.acked, self.acked, self.received
 
 
-def drained(acked: int, received: int, consumers_in_subscription: int | None = None) -> SimpleNamespace:
-    """A phase after flush_and_drain: one subscription with one consumer in this process."""
-    p = SimpleNamespace(producers=[], consumers=[object()], subs=["s"], cps=1, errors=[], extra_end={},
-                        writer=_Live(acked, received), undrained=0,
-                        job=SimpleNamespace(drain_timeout_s=0.2, consumers_in_subscription=consumers_in_subscription))
-    p.backlog = lambda: _Phase.backlog(p)  # type: ignore[arg-type]
-    p.owns_subscriptions = lambda: _Phase.owns_subscriptions(p)  # type: ignore[arg-type]
-    _Phase.flush_and_drain(p)  # type: ignore[arg-type]
-    return p
+def drained(acked: int, received: int, consumers_in_subscription: int | None = None) -> Load:
+    """A phase's load after flush_and_drain: one subscription with one consumer in this process."""
+    layout = ClientLayout(kind="latency", topics=["t"], partitions=1, message_size=100, duration_s=1.0,
+                          interval_s=1.0, ppt=0, cps=1, rate=0.0, subs=["s"], catchup_sub=None, sweep_rates=[],
+                          consumer_index_offset=0, consumers_in_subscription=consumers_in_subscription)
+    load = Load(SimpleNamespace(drain_timeout_s=0.2), layout,  # type: ignore[arg-type]
+                SimpleNamespace(producers=[], consumers=[object()]), _Live(acked, received),  # type: ignore[arg-type]
+                None, lambda _line: None)  # type: ignore[arg-type]
+    load.flush_and_drain()
+    return load
 
 
 def test_messages_left_in_the_backlog_after_the_drain_make_the_phase_invalid():
@@ -143,12 +145,12 @@ def test_rules_named_from_reasons_and_only_ok_is_valid():
 def test_an_outage_during_the_phase_makes_it_invalid():
     # intervals with send errors, or 10+ messages sent and none acknowledged: a node lost mid-phase
     p = phase()
-    p.writer.outage = {"intervals": 3, "seconds": 3.0, "first": 12, "last": 14}
+    p.outage = {"intervals": 3, "seconds": 3.0, "first": 12, "last": 14}
     v = validity(p)
     why = ("unavailable: 3 interval(s), 3.0 s (intervals 12 to 14), with send errors or 10+ messages sent and none "
            "acknowledged: a fault during the phase, not a clean measurement")
     assert v["invalid_reasons"] == [why] and why in v["reasons"]
-    p.writer.outage = {"intervals": 0, "seconds": 0.0, "first": None, "last": None}
+    p.outage = {"intervals": 0, "seconds": 0.0, "first": None, "last": None}
     assert validity(p)["invalid_reasons"] == []
 
 

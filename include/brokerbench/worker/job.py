@@ -32,7 +32,11 @@ KINDS = ("latency", "throughput-sweep", "producer-only", "consumer-only", "backl
 
 
 class JobError(ValueError):
-    """A job that does not match :class:`Job`, with every bad field named."""
+    """A job that does not match :class:`Job`, with every bad field named (the worker exits 1)."""
+
+
+class WorkerError(RuntimeError):
+    """The phase failed (the worker exits 2; its result file keeps every interval measured)."""
 
 
 def _problems(e: ValidationError) -> str:

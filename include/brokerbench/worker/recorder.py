@@ -82,7 +82,7 @@ class IntervalWriter:
     """Writes the meta, interval and end records of one worker result file."""
 
     def __init__(self, path: str, meta: dict[str, Any], recorder: Recorder,
-                 subscriptions: int, progress: Callable[[str], None] = print):
+                 subscriptions: int, progress: Callable[[str], None] = print, catchup: bool = False):
         self.path = path
         self.recorder = recorder
         self.subscriptions = subscriptions
@@ -104,7 +104,8 @@ class IntervalWriter:
         self.phase_delay = LogHistogram()
         self.phase_publish = LogHistogram()
         self.catchup_received = 0
-        self.catchup = False
+        #: a mixed workload: every interval carries the catch-up subscription's fields
+        self.catchup = catchup
         self.segment_delay = LogHistogram()
         self._interval_start_ns: int | None = None
         self._phase_start_ns: int | None = None
