@@ -238,3 +238,26 @@ def test_the_validate_task_refuses_bad_aws_params_before_any_machine(tmp_path, m
     with pytest.raises(SpecError, match=field.replace(".", r"\.")):
         setup.validate(ctx)
     assert not ctx.plan_path.exists()
+
+
+@pytest.mark.parametrize("setting, value", [("ssh_timeout_s", "soon"), ("ssh_port", "twenty-two"),
+                                            ("host_changes", "perhaps"), ("state_dir", 7)])
+def test_every_setting_has_its_type_checked_before_any_machine_and_the_environment_holds_the_model(
+        tmp_path, setting, value):
+    """The validate task checks every setting's type as AwsSettings declares it, the model the environment
+    object validates when it is made (and reads as attributes): what passes the one, the other takes."""
+    from brokerbench.environments.aws.environment import AwsEnvironment
+    from brokerbench.environments.settings import AwsSettings
+
+    e = refused({setting: value})
+    assert e.field == f"environmentSettings.{setting}"
+    with pytest.raises(AwsSettingsError) as made:
+        AwsEnvironment("t/typed", {**BASE, setting: value})
+    assert made.value.field == f"environmentSettings.{setting}"
+    env = AwsEnvironment("t/typed", {**BASE, "state_dir": str(tmp_path), "ssh_port": "2222",
+                                     "instance_counts": {"broker": "2"}})
+    assert isinstance(env.settings, AwsSettings)
+    assert env.settings.ssh_port == 2222 and env.settings.instance_counts == {"broker": 2}
+    assert env.settings.region_name is None and env.settings.cost_cap_usd == 5.0  # defaults < given
+    # no plan: every broker, Pulsar among them, so the metadata hosts by default
+    assert env.state_dir == tmp_path.resolve() and env.counts() == {"broker": 2, "metadata": 3, "client": 1}

@@ -173,17 +173,16 @@ def client_count(counts: Any, refuse: Refuse | None = None) -> int:
     return int(n)
 
 
-#: the settings whose type or choice AwsSettings states (the rules below add ranges and cross-field checks)
-TYPED = ("deploy_mode", "address", "worker_install", "kafka_mode", "worker_pip_args", "broker_versions",
-         "artifact_source", "rabbitmq_source", "heaps_mb", "host_addresses", "static_hosts",
-         "instance_types", "prices_usd_per_hour", "cost_cap_usd", "max_lifetime_hours")
+#: the settings the rules below check themselves, each with a message that says more than a type error would
+OWN_RULES = ("counts", "instance_counts", "tuning_profile")
 
 
 def _check_types(s: dict[str, Any], refuse: Refuse) -> AwsSettings:
-    """Types and choices, as :class:`AwsSettings` declares them; the first wrong one refused by name. Returns
-    the :data:`TYPED` settings as the model (the others at their defaults: the rules below check them)."""
+    """Types and choices of every other setting, as :class:`AwsSettings` declares them (the environment validates
+    the same model when it is made: what passes here, it takes); the first wrong one refused by name. Returns
+    the settings as the model, those of :data:`OWN_RULES` at their defaults (the rules below check them)."""
     try:
-        return AwsSettings.model_validate({k: v for k, v in s.items() if k in TYPED})
+        return AwsSettings.model_validate({k: v for k, v in s.items() if k not in OWN_RULES})
     except ValidationError as e:
         err = e.errors()[0]
         loc = [str(p) for p in err["loc"]]
