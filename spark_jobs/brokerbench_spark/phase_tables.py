@@ -476,8 +476,9 @@ def _counters(intervals, ends: list[dict | None]) -> dict:
     sending = [r for r in records if r["sent"] is not None and r["sent"] > 0]
     seconds = _span_s((r["start_ns"] for r in sending), (r["end_ns"] for r in sending))
     loads = [(e or {}).get("load_s") for e in ends]
-    if seconds is not None and loads and all(v is not None and v > 0 for v in loads):
-        seconds = max(loads)
+    loaded = [float(v) for v in loads if v is not None and v > 0]
+    if seconds is not None and loaded and len(loaded) == len(loads):
+        seconds = max(loaded)
     if seconds is None:
         seconds = _span_s((r["start_ns"] for r in records), (r["end_ns"] for r in records))
     last: dict[str, dict] = {}  # file -> its interval with the highest index (the backlog at the end)
