@@ -51,9 +51,10 @@ def processes_under(path: Path) -> list[str]:
 def smoke(tmp_path_factory):
     base = tmp_path_factory.mktemp("smoke")
     results, home, log = base / "results", base / "home", base / "dags-test.log"
-    # Kafka through confluent-kafka, chosen by param over the smoke suite's default (kafka-python)
+    # Kafka through confluent-kafka and Pulsar through the JVM engine's Java client ("java"), chosen by param over
+    # the smoke suite's defaults (kafka-python, pulsar-client)
     conf = {"results_root": str(results), "test_duration_minutes": 0.25, "warmup_duration_minutes": 0.05,
-            "client_libraries": {"kafka": "confluent-kafka"}}
+            "client_libraries": {"kafka": "confluent-kafka", "pulsar": "java"}}
     started = time.monotonic()
     proc = dags_test("brokerbench_smoke", conf, home, log)
     rc = proc.wait(timeout=900)
@@ -138,12 +139,14 @@ def test_smoke_report_says_what_ran_and_that_every_variant_was_honoured(smoke):
     assert len(omb) == 6
 
 
-def test_smoke_runs_kafka_through_the_client_library_the_param_chose(smoke):
+def test_smoke_runs_kafka_and_pulsar_through_the_client_libraries_the_param_chose(smoke):
     from importlib.metadata import version
 
+    from brokerbench.worker import jvm
+
     run_dir = smoke["run_dir"]
-    expected = {"kafka": ("confluent-kafka", version("confluent-kafka")), "pulsar": ("pulsar-client", None),
-                "rabbitmq": ("pika", None)}
+    expected = {"kafka": ("confluent-kafka", version("confluent-kafka")),
+                "pulsar": ("pulsar-client-java", jvm.library_version("pulsar")), "rabbitmq": ("pika", None)}
     for r in read_summary(run_dir):  # what the workers ran, as every result row records it
         library, library_version = expected[r["broker"]]
         assert r["client_library"] == library, (r["broker"], r["variant"], r["client_library"])
@@ -159,9 +162,20 @@ def test_smoke_runs_kafka_through_the_client_library_the_param_chose(smoke):
             assert (meta["record"], meta["client_library"]) == ("meta", "confluent-kafka"), path
         provenance = json.loads((run_dir / "provenance" / f"kafka__{variant}.json").read_text())
         assert provenance["drivers"]["kafka-latency"]["clientLibrary"] == "confluent-kafka"
+        # Pulsar's phases ran in the JVM engine: the jar each worker file names is the one the provenance records
+        engine = json.loads((run_dir / "provenance" / f"pulsar__{variant}.json").read_text())["client_engine"]
+        assert len(engine["jar"]["sha256"]) == 64, engine
+        pulsar_files = list((run_dir / "raw" / "smoke-1-topic-1-partition-100b" / "pulsar-default" / variant
+                             / "measure").glob("*.jsonl"))
+        assert pulsar_files, variant
+        for path in pulsar_files:
+            meta = json.loads(path.read_text().splitlines()[0])
+            assert meta["client_library"] == "pulsar-client-java", meta
+            assert meta["engine_jar_sha256"] == engine["jar"]["sha256"], meta
     plan = json.loads((run_dir / "plan.json").read_text())
-    assert plan["params"]["client_libraries"] == {"kafka": "confluent-kafka"}
-    assert "client libraries: kafka confluent-kafka, pulsar pulsar-client, rabbitmq pika" in smoke["log"].read_text()
+    assert plan["params"]["client_libraries"] == {"kafka": "confluent-kafka", "pulsar": "java"}
+    assert ("client libraries: kafka confluent-kafka, pulsar pulsar-client-java, rabbitmq pika"
+            in smoke["log"].read_text())
 
 
 def test_smoke_leaves_no_process_behind(smoke):
