@@ -107,3 +107,14 @@ results["h"]             # not settings
     assert sorted(found) == sorted([
         "settings['a']", "self.settings.get('b')", "env.settings.get('c', 1)", "aws_settings['d']",
         "settings.get('e')", "(getattr(plan, 'environment_settings', {}) or {}).get('g')"])
+
+
+if __name__ == "__main__":  # python tests/unit/test_settings_reads.py [package dir]: every read, and the count
+    import sys
+
+    if len(sys.argv) > 1:
+        PACKAGE = Path(sys.argv[1]).resolve()
+    found = package_key_reads()
+    for (path, read), n in sorted(found.items()):
+        print(f"{path}: {read}" + (f" (x{n})" if n > 1 else "") + ("" if (path, read) in EXCEPTIONS else "  UNLISTED"))
+    print("total", sum(found.values()))
