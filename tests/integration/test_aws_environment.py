@@ -239,7 +239,7 @@ def test_bad_settings_are_refused_before_any_ec2_call(moto_server, sshd, tmp_pat
     assert live_instances(moto_server, "t/refused") == []
 
 
-def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, sshd, tmp_path):
+def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, sshd, tmp_path, capsys):
     env = make_env(moto_server, sshd, tmp_path, run_key="t/full")
     try:
         env.provision()
@@ -264,6 +264,25 @@ def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, ss
         assert res[0]["returncode"] == 0, res
         lines = [json.loads(l) for l in out.read_text().splitlines()]
         assert lines[0]["record"] == "meta" and lines[-1]["record"] == "end" and lines[-1]["status"] == "ok"
+
+        # Kafka's Java client in the JVM engine: the controller's build is copied to the client host once, and the
+        # host's worker runs that copy (the environment variable names it; the host builds nothing)
+        from brokerbench.worker import jvm
+
+        built = jvm.ensure_built()
+        env.provide_client_engine(str(jvm.engine_dir()))
+        shipped = tmp_path / "remote" / "jvm-engine" / built["jar"]["sha256"][:16]
+        java_out = tmp_path / "results" / "java.jsonl"
+        capsys.readouterr()
+        res = env.run_workers([{**job, "client_library": "kafka-clients-java"}], [str(java_out)], timeout_s=60)
+        assert res[0]["returncode"] == 0, res
+        assert json.loads((shipped / "manifest.json").read_text()) == built
+        assert (shipped / jvm.JAR_NAME).read_bytes() == (jvm.engine_dir() / jvm.JAR_NAME).read_bytes()
+        assert f"the JVM engine in {shipped}" in capsys.readouterr().out  # the worker's progress, relayed
+        lines = [json.loads(l) for l in java_out.read_text().splitlines()]
+        assert (lines[0]["client_library"], lines[0]["engine_jar_sha256"]) == ("kafka-clients-java",
+                                                                               built["jar"]["sha256"])
+        assert lines[-1]["record"] == "end" and lines[-1]["status"] == "ok" and lines[-1]["totals"]["acked"] > 0
         metrics = env.after_phase("measure", "kafka-test", str(tmp_path / "results" / "hostmetrics"))
         for name, m in metrics.items():
             assert m.get("samples", 0) >= 2, (name, m)

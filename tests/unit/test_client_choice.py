@@ -331,3 +331,25 @@ def test_the_jvm_engines_build_goes_into_the_brokers_provenance(tmp_path, monkey
     engine = benchmark.record_client_engine(ctx, "pulsar", "fsync-off", {"pulsar-client-java"})
     record = ctx.read_json("provenance/pulsar__fsync-off.json")
     assert record["client_engine"] == engine and engine["jar"]["sha256"] == "cd" * 32 and record["version"] == "4.0.7"
+
+
+def test_a_shipped_engine_build_is_found_by_its_environment_variable_on_a_host_without_its_sources(tmp_path,
+                                                                                                 monkeypatch):
+    """An aws client host: the installed package has no engine sources; the build the controller copied there is
+    named by BROKERBENCH_JVM_ENGINE_DIR, and its manifest says the client libraries' versions."""
+    from brokerbench.worker import jvm
+
+    monkeypatch.setattr(jvm, "SOURCE_DIR", tmp_path / "no-sources")
+    shipped = tmp_path / "jvm-engine" / "cdcdcdcdcdcdcdcd"
+    monkeypatch.setenv(jvm.ENGINE_DIR_ENV, str(shipped))
+    assert jvm.engine_dir() == shipped
+    with pytest.raises(jvm.JvmEngineError, match="holds no engine build"):
+        jvm.ensure_built()  # never a build from sources that are not there
+    with pytest.raises(jvm.JvmEngineError, match="no JVM engine sources"):
+        jvm.library_version("kafka")
+    shipped.mkdir(parents=True)
+    built = {"engine": "jvm", "jar": {"name": jvm.JAR_NAME, "sha256": "cd" * 32},
+             "libraries": {"kafka": {"client_library": "kafka-clients-java", "version": "4.1.1"}}, "lib": []}
+    (shipped / "manifest.json").write_text(json.dumps(built))
+    assert jvm.ensure_built() == built
+    assert jvm.library_version("kafka") == "4.1.1"

@@ -174,6 +174,10 @@ class Environment(ABC, Generic[SettingsT]):
         ``out_paths``. Returns per-worker {"worker", "returncode", "path", "error"}.
         Worker output lines are progress: relay them to the task log."""
 
+    def provide_client_engine(self, build_dir: str) -> None:  # noqa: B027 - optional, the default needs nothing
+        """The JVM engine's build (``build_dir``: jar, lib/, manifest.json), made on this machine, for the workers
+        of the next :meth:`run_workers`. Default: nothing (the workers run on this machine and find it here)."""
+
     def stop_workers(self) -> list[str]:
         """Stop every worker process of this run still running (a killed task's, a crashed try's), from a
         fresh object and from any process. Returns a description of each one stopped. Default: none."""

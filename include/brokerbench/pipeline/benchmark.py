@@ -16,6 +16,7 @@ from brokerbench.spec.clients import ceiling_warning
 
 # ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.util import run_prefix, safe_name, write_atomic
+from brokerbench.worker import jvm
 from brokerbench.worker.job import Job, JobWorkload
 from brokerbench.worker.runner import SWEEP_RATES, prepare_job
 from brokerbench.worker.scaleout import shares, split_job
@@ -161,13 +162,16 @@ def client_rate_warnings(plan, processes: int) -> list[str]:
     return list(warnings)
 
 
+def jvm_libraries() -> set[str]:
+    """The client libraries that run in the JVM engine (brokerbench.worker.jvm)."""
+    return {lib for lib, _ in jvm.JVM_LIBRARIES.values()}
+
+
 def record_client_engine(ctx: RunContext, broker: str, variant: str, libraries: set[str]) -> dict[str, Any] | None:
     """When one of ``libraries`` runs in the JVM engine (docs/worker.md): its build (source hash, the engine jar's
     and every client jar's SHA-256) into ``provenance/<broker>__<variant>.json`` as ``client_engine``; None when
     none does or it is not built."""
-    from brokerbench.worker import jvm
-
-    if not {lib for lib, _ in jvm.JVM_LIBRARIES.values()} & libraries:
+    if not jvm_libraries() & libraries:
         return None
     manifest = jvm.manifest()
     if manifest is None:
@@ -365,6 +369,10 @@ def _run_item(ctx: RunContext, env, item, endpoint: BrokerEndpoint,
     log.info("%s: %s (%s) for %.0f s at %s msg/s in %d worker process(es)", item.key, phase, job.kind,
              minutes * 60, job.rate_msg_s, len(jobs))
     label = safe_name(f"{item.workload.id}__{item.driver.name}__{item.variant}__{phase}")
+    if item.client_library in jvm_libraries():
+        # the JVM engine's build (made by the prepare step), for workers on other machines than this one
+        jvm.ensure_built(progress=lambda line: log.info("%s", line))
+        env.provide_client_engine(str(jvm.engine_dir()))
     phase_rec = env.before_phase(phase, label)
     try:
         # the environments take jobs as their files' dicts (Job.to_dict: an agent sends them on as JSON)

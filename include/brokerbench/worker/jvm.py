@@ -44,6 +44,9 @@ JVM_LIBRARIES: dict[str, tuple[str, str]] = {
     "kafka": ("kafka-clients-java", "kafka.version"),
     "rabbitmq": ("amqp-client-java", "amqp-client.version"),
 }
+#: a build of the engine made elsewhere (jar, lib/, manifest.json): what the aws environment ships to client hosts,
+#: whose installed package has no engine sources to build from (docs/worker.md "The JVM engine")
+ENGINE_DIR_ENV = "BROKERBENCH_JVM_ENGINE_DIR"
 #: the JVM's options (BROKERBENCH_JVM_WORKER_OPTS replaces them): a small heap, the worker holds only
 #: histograms and the messages in flight
 DEFAULT_JVM_OPTS = ["-Xms128m", "-Xmx768m", "-XX:+UseParallelGC", "-XX:TieredStopAtLevel=4"]
@@ -56,8 +59,14 @@ class JvmEngineError(RuntimeError):
 
 
 def library_version(broker: str) -> str:
-    """The Java client's version the pom pins for ``broker`` (e.g. 4.0.7 for pulsar-client-java)."""
+    """The Java client's version the pom pins for ``broker`` (e.g. 4.0.7 for pulsar-client-java); on a host
+    without the engine's sources (an installed package), the one the shipped build's manifest records."""
     prop = JVM_LIBRARIES[broker][1]
+    if not (SOURCE_DIR / "pom.xml").exists():
+        shipped = manifest()
+        if shipped is None:
+            raise JvmEngineError(f"no JVM engine sources ({SOURCE_DIR}) and no shipped build (${ENGINE_DIR_ENV})")
+        return str(shipped["libraries"][broker]["version"])
     m = re.search(rf"<{re.escape(prop)}>([^<]+)</{re.escape(prop)}>", (SOURCE_DIR / "pom.xml").read_text())
     if not m:
         raise JvmEngineError(f"{SOURCE_DIR / 'pom.xml'} has no <{prop}>")
@@ -88,6 +97,11 @@ def source_hash() -> str:
 
 
 def engine_dir() -> Path:
+    """The engine's build: the directory ``$BROKERBENCH_JVM_ENGINE_DIR`` names (a build shipped to this host), else
+    this source's build in the broker cache."""
+    shipped = os.environ.get(ENGINE_DIR_ENV)
+    if shipped:
+        return Path(shipped)
     return cache_root() / "jvm-worker" / source_hash()[:16]
 
 
@@ -127,6 +141,8 @@ def ensure_built(progress: Callable[[str], None] = print) -> dict[str, Any]:
         found = manifest()
         if found is not None:
             return found
+        if os.environ.get(ENGINE_DIR_ENV):
+            raise JvmEngineError(f"${ENGINE_DIR_ENV} names {target}, which holds no engine build (manifest.json)")
         mvn = shutil.which("mvn")
         if mvn is None:
             raise JvmEngineError("the JVM engine needs Maven for its first build (make setup installs it), "
@@ -193,6 +209,8 @@ def run_job(job: Job, out_path: str, progress: Callable[[str], None] = print) ->
         job_path = f.name
     try:
         argv = command(job_path, out_path)
+        jar = ((manifest() or {}).get("jar") or {}).get("sha256", "?")
+        progress(f"[{job.worker}] {job.phase}: the JVM engine in {engine_dir()} (jar SHA-256 {jar[:12]}...)")
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, errors="replace", bufsize=1)
         errors: list[str] = []

@@ -87,6 +87,8 @@ class AwsEnvironment(Environment[AwsSettings]):
         self._hosts: list[SshHost] | None = None
         #: environment variables of the workers (secrets), sent to the agent on its stdin, never to a file
         self.worker_environ: dict[str, str] = {}
+        #: the JVM engine's build on this controller, copied to the client hosts that run its libraries
+        self.client_engine: Path | None = None
 
     # -- what the run needs ----------------------------------------------------------
     def brokers(self) -> list[str]:
@@ -559,9 +561,9 @@ class AwsEnvironment(Environment[AwsSettings]):
                 routs.append(f"{hd}/results/{stamp}-{i}-{Path(out_paths[i]).name}")
             res: list[dict[str, Any]]
             try:
+                environ = {**self.worker_environ, **self._ship_client_engine(host)}
                 res = self.agent(host, "run-workers", {"jobs": rjobs, "out_paths": routs, "timeout_s": timeout_s},
-                                 timeout=timeout_s + 120, on_line=lambda l: log.info("%s", l),
-                                 environ=self.worker_environ)
+                                 timeout=timeout_s + 120, on_line=lambda l: log.info("%s", l), environ=environ)
             except EnvironmentFailure as e:
                 res = [{"worker": rjobs[k].get("worker"), "returncode": 255, "error": str(e)} for k in range(len(idx))]
             for k, i in enumerate(idx):
@@ -584,6 +586,29 @@ class AwsEnvironment(Environment[AwsSettings]):
         for t in threads:
             t.join()
         return [r for r in results if r is not None]
+
+    def provide_client_engine(self, build_dir: str) -> None:
+        self.client_engine = Path(build_dir)
+
+    def _ship_client_engine(self, host: SshHost) -> dict[str, str]:
+        """The JVM engine's build on ``host`` (copied once per build, whose jar's SHA-256 names its directory there;
+        the manifest last, so an interrupted copy is no build), as the environment variable its workers find it
+        by. Client hosts build nothing: their installed package has no engine sources, and no Maven is needed."""
+        if self.client_engine is None:
+            return {}
+        manifest = json.loads((self.client_engine / "manifest.json").read_text())
+        remote = f"{self.remote_dir}/jvm-engine/{manifest['jar']['sha256'][:16]}"
+        with self._install_locks.setdefault((host.address, host.port), threading.Lock()):
+            if not host.run(f"test -f {shlex.quote(remote + '/manifest.json')}").ok:
+                started = time.monotonic()
+                files = [self.client_engine / manifest["jar"]["name"]]
+                files += [self.client_engine / "lib" / j["name"] for j in manifest["lib"]]
+                for f in files:
+                    host.put_file(str(f), f"{remote}/{f.relative_to(self.client_engine)}")
+                host.put_text(json.dumps(manifest, indent=2), f"{remote}/manifest.json")
+                log.info("[%s] JVM engine shipped to %s: %d files in %.1f s", host.name, remote, len(files),
+                         time.monotonic() - started)
+        return {"BROKERBENCH_JVM_ENGINE_DIR": remote}
 
     def stop_workers(self) -> list[str]:
         """Stop this run's workers on every client host (the agent's ``stop-workers``), e.g. when the phase

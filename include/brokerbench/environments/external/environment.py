@@ -97,6 +97,8 @@ class ExternalEnvironment(Environment[ExternalSettings]):
         self.host = LocalHost("localhost", "client")
         self._clusters: dict[str, Cluster] = {}
         self._fleet: AwsClientFleet | None = None
+        #: the JVM engine's build on this machine, for workers on aws client hosts (provide_client_engine)
+        self.client_engine: str | None = None
 
     @property
     def aws_clients(self) -> bool:
@@ -243,10 +245,15 @@ class ExternalEnvironment(Environment[ExternalSettings]):
         write_json(path, sorted(set(known) | set(names)))
 
     # -- workers: processes on this machine, or on the aws client hosts ----------------------------------------
+    def provide_client_engine(self, build_dir: str) -> None:
+        self.client_engine = build_dir  # for the aws client hosts (the machine's workers find it here)
+
     def run_workers(self, jobs: list[dict[str, Any]], out_paths: list[str],
                     timeout_s: float) -> list[dict[str, Any]]:
         if self.aws_clients:
             fleet = self.client_fleet()
+            if self.client_engine is not None:
+                fleet.provide_client_engine(self.client_engine)
             brokers = sorted(set(self.brokers) | set(self._recorded_clusters()))
             fleet.worker_environ = secret_environ([self.cluster(b) for b in brokers])
             try:
