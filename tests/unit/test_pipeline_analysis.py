@@ -1,4 +1,5 @@
-"""brokerbench.pipeline.analysis: the regression gate's three outcomes, and what counts as measured."""
+"""brokerbench.pipeline.analysis: the regression gate's three outcomes, what counts as measured, and what the Spark
+steps submit."""
 
 import json
 
@@ -74,3 +75,32 @@ def test_run_outcome_writes_the_outcome_and_says_it_last(tmp_path, caplog):
                                                "invalid, partial or without data)")
     stopped = analysis.run_outcome(ctx, [], stopped=True)
     assert stopped.outcome == "failed" and "(the run was stopped)" in stopped.reason
+
+
+def test_the_spark_steps_decide_what_is_submitted(tmp_path):
+    """aggregate_results submits the run's raw results into summary/, or refuses a run with nothing measured;
+    append_history refuses a run without a summary, skips a sweep-only one, else writes run_meta.json and submits."""
+    ctx = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)})
+    calls = []
+
+    def submit(args, results_root):
+        calls.append((args, results_root))
+        return "done"
+
+    with pytest.raises(analysis.NothingToDo, match="nothing to aggregate"):
+        analysis.aggregate_results(ctx, submit)
+    (ctx.run_dir / "raw" / "w" / "d" / "v" / "measure").mkdir(parents=True)
+    (ctx.run_dir / "raw" / "w" / "d" / "v" / "measure" / "h-0.jsonl").write_text("{}\n")
+    assert analysis.aggregate_results(ctx, submit) == "done"
+    assert calls.pop() == (["--run-dir", str(ctx.run_dir), "--out-dir", str(ctx.run_dir / "summary")], str(tmp_path))
+
+    (ctx.run_dir / "summary").mkdir()
+    with pytest.raises(analysis.NothingToDo, match="no summary"):
+        analysis.append_history(ctx, "manual", "2026-11-02T00:00:00+00:00", submit)
+    (ctx.run_dir / "summary" / "sweep.csv").write_text("step\n0\n")
+    with pytest.raises(analysis.SweepOnly, match="sweep.csv"):
+        analysis.append_history(ctx, "manual", "2026-11-02T00:00:00+00:00", submit)
+    (ctx.run_dir / "summary" / "summary.parquet").write_bytes(b"PAR1")
+    assert analysis.append_history(ctx, "manual", "2026-11-02T00:00:00+00:00", submit) == "done"
+    assert calls == [(["--history-root", str(tmp_path / "history"), "--run-dir", str(ctx.run_dir)], None)]
+    assert json.loads((ctx.run_dir / "summary" / "run_meta.json").read_text())["run_type"] == "manual"

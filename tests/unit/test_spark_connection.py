@@ -6,6 +6,16 @@ from airflow.sdk.exceptions import AirflowFailException
 from brokerbench.operators.spark import SPARK_CONN_ID, AggregateResultsOperator, HistoryAppendOperator
 
 
+def test_the_spark_steps_are_step_operators_and_import_the_jobs_package():
+    from brokerbench.operators import spark
+    from brokerbench.operators.base import BrokerbenchStepOperator
+    from brokerbench_spark import pyfiles
+
+    assert issubclass(AggregateResultsOperator, BrokerbenchStepOperator)
+    assert issubclass(HistoryAppendOperator, BrokerbenchStepOperator)
+    assert spark.pyfiles is pyfiles and pyfiles.PACKAGE.parent.name == "spark_jobs"
+
+
 def test_missing_spark_connection_is_an_error_naming_it():
     op = AggregateResultsOperator(task_id="aggregate", suite="smoke", conn_id="brokerbench_spark_absent")
     with pytest.raises(AirflowFailException, match="brokerbench_spark_absent.*not defined.*yarn"):
@@ -26,9 +36,10 @@ def _submitted(monkeypatch, conn: str, results_root: str | None) -> AggregateRes
 
     monkeypatch.setenv(f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}", conn)
     monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: "submitted")
-    monkeypatch.setattr("brokerbench.operators.spark.spark_py_files", lambda: "/tmp/brokerbench_spark.zip")
+    monkeypatch.setattr("brokerbench.operators.spark.pyfiles.build_zip", lambda: "/tmp/brokerbench_spark.zip")
     op = AggregateResultsOperator(task_id="aggregate", suite="smoke")
-    assert op.submit({}, ["--run-dir", "x"], results_root) == "submitted"
+    assert op.submit(["--run-dir", "x"], results_root) == "submitted"
+    assert op.py_files == "/tmp/brokerbench_spark.zip"
     return op
 
 
@@ -85,7 +96,7 @@ def test_a_run_of_sweeps_only_skips_the_history_append_and_a_run_without_results
 
     monkeypatch.setenv(f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}", '{"conn_type": "spark", "host": "local[*]"}')
     context = {"dag": SimpleNamespace(dag_id="brokerbench_smoke"), "run_id": "manual__1",
-               "params": {"results_root": str(tmp_path)}}
+               "params": {"results_root": str(tmp_path)}, "ti": SimpleNamespace(try_number=1)}
     summary = RunContext("brokerbench_smoke", "manual__1", "smoke", {"results_root": str(tmp_path)}).run_dir / "summary"
     summary.mkdir(parents=True)
     op = HistoryAppendOperator(task_id="history", suite="smoke")

@@ -124,3 +124,39 @@ def test_compare_reads_and_writes_an_s3_results_root(s3, tmp_path, monkeypatch):
     path = analysis.compare(ROOT, "manual__c1")
     assert "3.9.0" in open(path).read()
     assert {"team/comparisons/manual__c1/comparison.html", "team/comparisons/latest.html"} <= _keys(s3)
+
+
+def test_the_spark_steps_on_an_s3_root_submit_after_what_the_job_reads_is_in_the_store(s3, tmp_path, monkeypatch):
+    """The aggregation is refused without a measured phase in the store; the history job is submitted once the
+    run's run_meta.json is in S3 (the job reads it there), and the history files it wrote are uploaded after it."""
+    from brokerbench.history import history_run_key
+
+    _worker(tmp_path, monkeypatch, "w1")
+    ctx = _ctx()
+    run = f"team/runs/{ctx.run_key}/"
+    with ctx.synced():
+        with pytest.raises(analysis.NothingToDo, match="nothing to aggregate"):
+            analysis.aggregate_results(ctx, lambda args, root: pytest.fail("submitted"))
+        (ctx.run_dir / "summary").mkdir(parents=True)
+        (ctx.run_dir / "summary" / "summary.parquet").write_bytes(b"PAR1")
+    key = history_run_key(ctx.dag_id, ctx.run_id)
+    rel = f"broker=kafka/broker_version=1/workload=w/variant=v/date=2026-11-02/run_key={key}/part-0.parquet"
+    submitted = []
+
+    def submit(args, results_root):
+        assert run + "summary/run_meta.json" in _keys(s3)
+        assert args[-2:] == ["--history-out", str(ctx.local_results_root / "history")]
+        out = ctx.local_results_root / "history"
+        (out / rel).parent.mkdir(parents=True)
+        (out / rel).write_bytes(b"rows")
+        (out / "_manifests").mkdir()
+        (out / "_manifests" / f"{key}.json").write_text(json.dumps({"run_key": key, "files": [rel]}))
+        submitted.append((args[:4], results_root))
+        return "appended"
+
+    _worker(tmp_path, monkeypatch, "w2")
+    ctx = _ctx()
+    with ctx.synced():
+        assert analysis.append_history(ctx, "manual", "2026-11-02T00:00:00+00:00", submit) == "appended"
+    assert submitted == [(["--history-root", f"{ROOT}/history", "--run-dir", f"{ROOT}/runs/{ctx.run_key}"], ROOT)]
+    assert f"team/history/{rel}" in _keys(s3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
+from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
@@ -25,7 +25,7 @@ class BrokerbenchStepOperator(BaseOperator):
     """Base: runs one pipeline step for the run; subclasses implement ``step``."""
 
     ui_color = "#e8f1fb"
-    template_fields = ()
+    template_fields: Sequence[str] = ()
 
     def __init__(self, *, suite: str, **kwargs: Any):
         super().__init__(**kwargs)

@@ -1,9 +1,10 @@
-"""The Spark steps: the aggregation and the history append, as spark-submit of the jobs in spark_jobs/ on the
-connection ``brokerbench_spark``, with the results store's credentials passed to the job."""
+"""The Spark steps: the aggregation and the history append, step operators like every other (operators.base: the
+run's context, its s3:// store synced around the step) that submit a job of spark_jobs/ on the connection
+``brokerbench_spark``. What runs, and whether anything does, is the pipeline's (pipeline.analysis.aggregate_results
+and .append_history); the operator is spark-submit, with the results store's credentials passed to the job."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from typing import Any
@@ -13,9 +14,15 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from brokerbench import storage
-from brokerbench.operators.base import log, run_context, run_type_and_ts
-from brokerbench.pipeline.analysis import has_measurements, history_uri, is_sweep_only, publish_history, record_run_meta
-from brokerbench.pipeline.context import PROJECT_ROOT
+from brokerbench.operators.base import BrokerbenchStepOperator, log, run_type_and_ts
+from brokerbench.pipeline.analysis import NothingToDo, SweepOnly, aggregate_results, append_history, history_uri
+from brokerbench.pipeline.context import PROJECT_ROOT, RunContext
+
+# spark_jobs/brokerbench_spark, the jobs' package, is importable beside brokerbench: include/brokerbench_spark is a
+# link to it (as include/brokerbench/_data links the specs), so the editable install that puts include/ on the path
+# finds it and a wheel holds it as files. The operator needs its zip for --py-files; the jobs themselves
+# run under spark-submit from spark_jobs/ and import nothing of brokerbench.
+from brokerbench_spark import pyfiles
 
 #: Spark conf of the operators' jobs, each a default the connection's ``extra.conf`` or the task's ``conf``
 #: overrides. Each job aggregates or appends one run: one Spark stage of Python tasks (the aggregation) or none
@@ -33,35 +40,35 @@ SHORT_JOB_CONF = {
 SPARK_CONN_ID = "brokerbench_spark"
 
 
-def spark_py_files() -> str:
-    """spark_jobs/brokerbench_spark zipped for --py-files, so executors on other hosts import the job's package
-    (rebuilt only when a source changes)."""
-
-    path = PROJECT_ROOT / "spark_jobs" / "brokerbench_spark" / "pyfiles.py"
-    spec = importlib.util.spec_from_file_location("brokerbench_spark_pyfiles", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.build_zip()
-
-
-class BrokerbenchSparkOperator(SparkSubmitOperator):
-    """A brokerbench Spark job (spark_jobs/<script>) through the project's Spark connection.
+class BrokerbenchSparkOperator(BrokerbenchStepOperator, SparkSubmitOperator):
+    """A brokerbench Spark job (spark_jobs/<script>) as a step: ``step`` calls the pipeline function with
+    :meth:`submit`, which runs the job through the project's Spark connection (SparkSubmitOperator's execute).
 
     The connection must exist: a missing one is an error naming it, never
     Spark's silent fallback to yarn.
     """
 
     ui_color = "#ebdef0"
+    template_fields = SparkSubmitOperator.template_fields
     script = ""
+    #: the task's context, for the submission (set by execute)
+    _context: Any = None
 
     def __init__(self, *, suite: str, **kwargs: Any):
         kwargs.setdefault("application", str(PROJECT_ROOT / "spark_jobs" / self.script))
         kwargs.setdefault("conn_id", SPARK_CONN_ID)
         kwargs.setdefault("name", f"brokerbench-{self.script.removesuffix('.py')}")
-        super().__init__(**kwargs)
-        self.suite = suite
+        super().__init__(suite=suite, **kwargs)
+
+    def execute(self, context: Any) -> Any:
+        self.check_connection()
+        self._context = context
+        try:
+            return super().execute(context)
+        except SweepOnly as e:
+            raise AirflowSkipException(str(e)) from e
+        except NothingToDo as e:
+            raise AirflowFailException(str(e)) from e
 
     def check_connection(self) -> None:
         try:
@@ -72,13 +79,15 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
                 f"Spark's default (yarn). Define it, e.g. "
                 f"AIRFLOW_CONN_{self._conn_id.upper()}='{{\"conn_type\":\"spark\",\"host\":\"local[*]\"}}'") from e
 
-    def submit(self, context: Any, args: list[str], results_root: str | None = None) -> Any:
+    def submit(self, args: list[str], results_root: str | None = None) -> Any:
         """spark-submit with the connection's master, nothing forced: the driver runs here (client mode) with
         this Python; executors use the cluster's Python (``PYSPARK_PYTHON`` is set to this one only for
         ``local[...]`` masters). Extra Spark conf comes from the connection's ``extra.conf`` (e.g.
         ``spark.driver.host`` where executors must reach this worker, ``spark.pyspark.python``) over SHORT_JOB_CONF. For an
         s3:// results root the driver gets the results store's credentials and endpoint as ``AWS_*``
-        environment variables; the job hands them to its executors, which read the run from S3."""
+        environment variables; the job hands them to its executors, which read the run from S3. The package
+        spark_jobs/brokerbench_spark goes with the job as a --py-files zip (rebuilt only when a source changes),
+        so executors on other hosts import it."""
         conn = BaseHook.get_connection(self._conn_id)
         extra = conn.extra_dejson or {}
         env = {"PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -89,10 +98,10 @@ class BrokerbenchSparkOperator(SparkSubmitOperator):
         self.conf = {**SHORT_JOB_CONF, **(extra.get("conf") or {}), **(self.conf or {})}
         self.application_args = args
         self.env_vars = {**env, **(self.env_vars or {})}
-        self.py_files = self.py_files or spark_py_files()
-        log.info("spark-submit to %s%s; conf %s", conn.host, f":{conn.port}" if conn.port else "",
+        self.py_files = self.py_files or pyfiles.build_zip()
+        log.info("spark-submit %s to %s%s; conf %s", self.application, conn.host, f":{conn.port}" if conn.port else "",
                  ", ".join(f"{k}={v}" for k, v in sorted(self.conf.items())) or "-")
-        return super().execute(context)
+        return SparkSubmitOperator.execute(self, self._context)
 
 
 def s3_environment(conn_id: str | None = None) -> dict[str, str]:
@@ -118,55 +127,30 @@ def s3_environment(conn_id: str | None = None) -> dict[str, str]:
 
 
 class AggregateResultsOperator(BrokerbenchSparkOperator):
-    """spark_jobs/aggregate.py on the run's results."""
+    """spark_jobs/aggregate.py on the run's results (pipeline.analysis.aggregate_results)."""
 
     script = "aggregate.py"
 
-    def execute(self, context: Any) -> Any:
-        ctx = run_context(self.suite, context)
-        log.info("== %s (try %s): spark-submit on %s", self.task_id, context["ti"].try_number, ctx.results_uri)
-        self.check_connection()
-        with ctx.synced() as sync:  # s3:// results: the job reads the run from S3; its tables are pushed after
-            if not has_measurements(ctx, sync):
-                raise AirflowFailException(f"no measured results under {ctx.results_uri}/raw: nothing to aggregate")
-            out = ctx.run_dir / "summary"
-            return self.submit(context, ["--run-dir", ctx.results_uri, "--out-dir", str(out)], ctx.results_root)
+    def step(self, ctx: RunContext) -> Any:
+        return aggregate_results(ctx, self.submit)
 
 
 class HistoryAppendOperator(BrokerbenchSparkOperator):
-    """spark_jobs/history.py: appends the run's summary to the history store (replacing its earlier rows).
+    """spark_jobs/history.py: appends the run's summary to the history store, replacing its earlier rows
+    (pipeline.analysis.append_history).
 
     Emits the history Asset (outlets), so the comparison DAG runs when new results land.
     """
 
     script = "history.py"
 
-    def execute(self, context: Any) -> Any:
-        ctx = run_context(self.suite, context)
-        self.check_connection()
-        with ctx.synced() as sync:
-            if is_sweep_only(ctx):  # skipped, so are the verdicts after it: the run's outcome says "not judged"
-                raise AirflowSkipException(
-                    f"a throughput sweep only: nothing to append to the history, which holds measured phases "
-                    f"(the sweep's steps are in {ctx.results_uri}/summary/sweep.csv)")
-            if not (ctx.run_dir / "summary" / "summary.parquet").exists():
-                raise AirflowFailException(f"no summary under {ctx.results_uri}/summary: nothing to append")
-            run_type, run_ts = run_type_and_ts(context)
-            record_run_meta(ctx, run_type, run_ts)
-        history_location = history_uri(ctx)
-        log.info("== %s: append %s (%s run at %s) to %s", self.task_id, ctx.results_uri, run_type, run_ts,
-                 history_location)
-        args = ["--history-root", history_location, "--run-dir", ctx.results_uri]
-        if sync is None:
-            result = self.submit(context, args)
-        else:  # the job writes this run's history files here; they are uploaded, its stale keys removed
-            out = ctx.local_results_root / "history"
-            result = self.submit(context, [*args, "--history-out", str(out)], ctx.results_root)
-            publish_history(ctx, sync, out)
+    def step(self, ctx: RunContext) -> Any:
+        run_type, run_ts = run_type_and_ts(self._context)
+        result = append_history(ctx, run_type, run_ts, self.submit)
         for outlet in self.outlets or []:
             try:
-                context["outlet_events"][outlet].extra = {
-                    "results_root": ctx.results_root, "history_uri": history_location, "run_uri": ctx.results_uri,
+                self._context["outlet_events"][outlet].extra = {
+                    "results_root": ctx.results_root, "history_uri": history_uri(ctx), "run_uri": ctx.results_uri,
                     "dag_id": ctx.dag_id, "run_id": ctx.run_id}
             except Exception as e:  # the event still fires without its extra
                 log.warning("could not attach extra to the history asset event: %s", e)

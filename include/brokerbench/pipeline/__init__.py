@@ -12,6 +12,7 @@ One module per task group of the DAG (docs/architecture.md has the table of task
 - :mod:`.environment_lease`: the run's hold on its environment (acquire, renew, release);
 - :mod:`.setup`: validate, provision, host setup;
 - :mod:`.benchmark`: per broker x variant - deploy, prepare topics, warm-up and measured phases, undeploy;
-- :mod:`.analysis`: report, history, verdicts, the regression gate, comparisons;
+- :mod:`.analysis`: the aggregation and the history append (what the Spark jobs of ``spark_jobs/`` are given: the
+  operators submit them), report, verdicts, the regression gate, comparisons;
 - :mod:`.teardown`: stop everything the run started.
 """

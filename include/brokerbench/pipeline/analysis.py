@@ -1,5 +1,5 @@
-"""The analysis task group: the report, the history of runs, the regression verdicts and their gate, and the
-comparison report across runs."""
+"""The analysis task group: the aggregation and the history append (Spark jobs of spark_jobs/, submitted by the
+operator), the report, the regression verdicts and their gate, and the comparison report across runs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import fnmatch
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from brokerbench import history
 from brokerbench.history import history_run_key
@@ -18,8 +18,6 @@ from brokerbench.regression import Rule, counts, verdicts_for_run
 from brokerbench.report import verdict_table
 from brokerbench.storage import is_s3, staging_root, synced
 from brokerbench.trials import combine
-
-# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.util import safe_name
 
 
@@ -27,7 +25,20 @@ class RegressionFound(Exception):
     """A gated run has at least one regressed metric."""
 
 
-# -- analysis and teardown ------------------------------------------------------
+class NothingToDo(Exception):
+    """A Spark step has nothing to work on (no measured results to aggregate, no summary to append): the step
+    fails, and a retry cannot change that."""
+
+
+class SweepOnly(Exception):
+    """A run of throughput sweeps only: nothing to append to the history, which holds measured phases. The
+    history step is skipped, so are the verdicts after it; the run's outcome says "not judged"."""
+
+
+#: spark-submit of the step's job in spark_jobs/ with its arguments, and the results root when the job reads an
+#: s3:// store (it then gets the store's credentials); what the submission returns
+SparkSubmit = Callable[[list[str], "str | None"], Any]
+
 
 #: result files of a measured phase (a throughput sweep's measured phase is written to "sweep"), under raw/
 MEASURED_FILES = ("*/*/*/measure/*.jsonl", "*/*/*/sweep/*.jsonl")
@@ -47,6 +58,38 @@ def is_sweep_only(ctx: RunContext) -> bool:
     summary table. Such a run has nothing for the history and is never judged."""
     summary = ctx.run_dir / "summary"
     return (summary / "sweep.csv").exists() and not (summary / "summary.parquet").exists()
+
+
+def aggregate_results(ctx: RunContext, submit: SparkSubmit) -> Any:
+    """spark_jobs/aggregate.py on the run's measured results, into ``summary/`` (for an s3:// store the job
+    reads the run from S3 and writes into the staging copy, which the step's sync pushes)."""
+    if not has_measurements(ctx, ctx.sync):
+        raise NothingToDo(f"no measured results under {ctx.results_uri}/raw: nothing to aggregate")
+    log.info("aggregation of %s", ctx.results_uri)
+    return submit(["--run-dir", ctx.results_uri, "--out-dir", str(ctx.run_dir / "summary")], ctx.results_root)
+
+
+def append_history(ctx: RunContext, run_type: str | None, run_ts: str, submit: SparkSubmit) -> Any:
+    """Writes summary/run_meta.json, then spark_jobs/history.py appends the run's summary to the history store
+    (replacing its earlier rows). For an s3:// store the job reads run_meta.json from S3 (uploaded first) and
+    writes the run's history files into the staging copy; :func:`publish_history` uploads them."""
+    if is_sweep_only(ctx):
+        raise SweepOnly(f"a throughput sweep only: nothing to append to the history, which holds measured phases "
+                        f"(the sweep's steps are in {ctx.results_uri}/summary/sweep.csv)")
+    if not (ctx.run_dir / "summary" / "summary.parquet").exists():
+        raise NothingToDo(f"no summary under {ctx.results_uri}/summary: nothing to append")
+    record_run_meta(ctx, run_type, run_ts)
+    location = history_uri(ctx)
+    log.info("append %s (%s run at %s) to %s", ctx.results_uri, run_type, run_ts, location)
+    args = ["--history-root", location, "--run-dir", ctx.results_uri]
+    sync = ctx.sync
+    if sync is None:
+        return submit(args, None)
+    sync.push([f"runs/{ctx.run_key}/summary/"])  # run_meta.json, before the job reads it
+    out = ctx.local_results_root / "history"  # the job writes this run's history files here
+    result = submit([*args, "--history-out", str(out)], ctx.results_root)
+    publish_history(ctx, sync, out)
+    return result
 
 
 def report(ctx: RunContext, failed_tasks: Sequence[str] = ()) -> str:

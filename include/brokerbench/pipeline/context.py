@@ -14,10 +14,8 @@ from typing import Any, Callable
 from brokerbench.environments.base import Environment
 from brokerbench.environments.registry import EnvironmentKind, environment_kind
 from brokerbench.spec import Plan, load_suite
-
-# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.spec.roots import default_results_root
-from brokerbench.storage import is_s3, staging_root, synced
+from brokerbench.storage import S3Sync, is_s3, staging_root, synced
 from brokerbench.util import run_key, write_json_atomic
 
 log = logging.getLogger("brokerbench")
@@ -41,6 +39,8 @@ class RunContext:
     params: dict[str, Any] = field(default_factory=dict)
     #: plan.json, parsed once (plan())
     _plan: Plan | None = field(default=None, init=False, repr=False, compare=False)
+    #: the s3:// store's S3Sync while a synced() block runs (None for a local root, and outside the block)
+    sync: S3Sync | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def results_root(self) -> str:
@@ -65,7 +65,8 @@ class RunContext:
         the staging copy - the run's small files (plan, provenance, summary; not the bulky ``raw/`` and
         ``hostmetrics/``), then ``raw(ctx)`` (result directories relative to the run dir, e.g. those a
         retried phase checks) and, with ``history``, the history partitions of the run's brokers; after it
-        (also when it fails), push what the task wrote. Yields the S3Sync, or None for a local root."""
+        (also when it fails), push what the task wrote. Yields the S3Sync, or None for a local root; the
+        block's steps find it as ``sync``."""
         run = f"runs/{self.run_key}/"
 
         def more() -> list[str]:  # after the run's small files came: they name what else to pull
@@ -74,7 +75,11 @@ class RunContext:
 
         with synced(self.results_root, [run], push=[run], exclude=tuple(run + b for b in RUN_BULK),
                     more=more) as sync:
-            yield sync
+            outer, self.sync = self.sync, sync
+            try:
+                yield sync
+            finally:
+                self.sync = outer
 
     def history_prefixes(self) -> list[str]:
         """The history partitions (relative to the results root) this run's verdicts and report read: one
