@@ -16,8 +16,8 @@ from typing import Any
 
 from typing_extensions import override
 
-from .broker import LOOPBACK, KafkaProbeMixin, LocalBroker, free_ports, kafka_flush_requested
-from .distributions import Distribution, java, log4j_options
+from .broker import LOOPBACK, DistributionBroker, KafkaProbeMixin, free_ports, kafka_flush_requested
+from .distributions import java, log4j_options
 
 log = logging.getLogger("brokerbench")
 
@@ -39,7 +39,7 @@ def kraft_cluster_id() -> str:
             return cid
 
 
-class ApacheKafkaBroker(KafkaProbeMixin, LocalBroker):
+class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
     """Apache Kafka, one node that is broker and controller, listeners on 127.0.0.1.
 
     A server.properties is generated in the state dir: ``log.dirs`` under
@@ -52,18 +52,6 @@ class ApacheKafkaBroker(KafkaProbeMixin, LocalBroker):
 
     broker = "kafka"
     implementation = "apache-kafka"
-
-    def __init__(self, state_dir, settings=None, distribution: Distribution | None = None):
-        super().__init__(state_dir, settings)
-        if distribution is None:
-            raise ValueError("ApacheKafkaBroker needs a distribution (make_broker resolves it)")
-        self.dist = distribution
-
-    def version(self) -> str:
-        return self.dist.version
-
-    def identity(self) -> str:
-        return f"{self.implementation} {self.dist.version} {self.dist.lib}"
 
     def _launch(self, broker_settings: dict[str, Any]) -> dict[str, Any]:
         users = {str(k): str(v) for k, v in self.settings.kafka_sasl_plain_users.items()}

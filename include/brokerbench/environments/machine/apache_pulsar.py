@@ -21,8 +21,8 @@ from typing import Any
 
 from typing_extensions import override
 
-from .broker import LOOPBACK, LocalBroker, PulsarProbeMixin, free_ports, journal_sync_requested
-from .distributions import Distribution, java, log4j_options
+from .broker import LOOPBACK, DistributionBroker, PulsarProbeMixin, free_ports, journal_sync_requested
+from .distributions import java, log4j_options
 
 log = logging.getLogger("brokerbench")
 
@@ -75,7 +75,7 @@ def hs256_token(subject: str, key: bytes) -> str:
     return signing + "." + b64(hmac.new(key, signing.encode(), hashlib.sha256).digest())
 
 
-class ApachePulsarBroker(PulsarProbeMixin, LocalBroker):
+class ApachePulsarBroker(PulsarProbeMixin, DistributionBroker):
     """Apache Pulsar standalone: broker, RocksDB metadata and one bookie, on 127.0.0.1.
 
     Setting ``pulsar_heap_mb`` sizes the heap and direct memory (default 1024 each); ``pulsar_token_auth``
@@ -85,18 +85,6 @@ class ApachePulsarBroker(PulsarProbeMixin, LocalBroker):
 
     broker = "pulsar"
     implementation = "apache-pulsar"
-
-    def __init__(self, state_dir, settings=None, distribution: Distribution | None = None):
-        super().__init__(state_dir, settings)
-        if distribution is None:
-            raise ValueError("ApachePulsarBroker needs a distribution (make_broker resolves it)")
-        self.dist = distribution
-
-    def version(self) -> str:
-        return self.dist.version
-
-    def identity(self) -> str:
-        return f"{self.implementation} {self.dist.version} {self.dist.lib}"
 
     def _launch(self, broker_settings: dict[str, Any]) -> dict[str, Any]:
         port, web, bookie = free_ports(3)

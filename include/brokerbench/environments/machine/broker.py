@@ -3,8 +3,9 @@
 :class:`LocalBroker` handles reuse, restart, the state file, waiting, death
 detection and stopping; one module per implementation subclasses it
 (:mod:`.tansu`, :mod:`.apache_kafka`, :mod:`.pulsar_lite`,
-:mod:`.apache_pulsar`, :mod:`.rabbitmq`). Processes are kept track of through
-:mod:`brokerbench.environments.processes`.
+:mod:`.apache_pulsar`, :mod:`.rabbitmq`); the Apache ones through
+:class:`DistributionBroker`, which runs a resolved distribution's jars.
+Processes are kept track of through :mod:`brokerbench.environments.processes`.
 
 All ports are allocated free on 127.0.0.1 at start; every listener binds to
 127.0.0.1 only.
@@ -45,6 +46,7 @@ from ..processes import (
     write_json,
 )
 from ..settings import LocalSettings
+from .distributions import Distribution
 
 log = logging.getLogger("brokerbench")
 
@@ -353,6 +355,24 @@ def kafka_flush_requested(broker_settings: dict[str, Any], driver_overrides: dic
     asked.update({k: v for k, v in broker_settings.items()
                   if k in ("log.flush.interval.messages", "log.flush.interval.ms")})
     return asked
+
+
+class DistributionBroker(LocalBroker):
+    """A broker run from an Apache distribution's jars (:class:`.distributions.Distribution`, resolved by
+    ``make_broker``): its version and its identity are the distribution's."""
+
+    def __init__(self, state_dir: str | os.PathLike[str], settings: LocalSettings | None = None,
+                 distribution: Distribution | None = None):
+        super().__init__(state_dir, settings)
+        if distribution is None:
+            raise ValueError(f"{type(self).__name__} needs a distribution (make_broker resolves it)")
+        self.dist = distribution
+
+    def version(self) -> str:
+        return self.dist.version
+
+    def identity(self) -> str:
+        return f"{self.implementation} {self.dist.version} {self.dist.lib}"
 
 
 class KafkaProbeMixin:
