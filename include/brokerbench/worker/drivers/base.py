@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable
@@ -102,16 +103,31 @@ class FlagPausedConsumer(Consumer):
     """A consumer whose own polling thread applies pause / resume requests.
 
     ``pause`` and ``resume`` only set ``_want_paused``; the consumer's thread
-    acts on it between polls (client libraries are not thread-safe).
+    acts on it between polls (client libraries are not thread-safe). Subclasses
+    start the thread with :meth:`_start_polling`, its loop polling until
+    ``_stop`` is set; :meth:`close` stops the thread, then closes the library's
+    consumer ``_c``.
     """
 
     _want_paused = False
+    _c: Any  # the client library's consumer
 
     def pause(self) -> None:
         self._want_paused = True
 
     def resume(self) -> None:
         self._want_paused = False
+
+    def _start_polling(self, loop: Callable[[], None], name: str) -> None:
+        """Run ``loop`` (it polls, and applies ``_want_paused``, until ``_stop`` is set) on the consumer's thread."""
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=loop, name=name, daemon=True)
+        self._t.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=5)
+        self._c.close()
 
 
 class Driver(ABC):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from importlib.metadata import version
 from typing import Any
@@ -137,9 +136,7 @@ class _CKConsumer(FlagPausedConsumer):
         self._paused = False
         self._assigned = False  # holds its partitions of the group's current generation, positions fixed
         self._c.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, name="ck-consumer", daemon=True)
-        self._t.start()
+        self._start_polling(self._loop, "ck-consumer")
 
     def _on_assign(self, consumer, partitions) -> None:
         # fix the positions now (committed, else the current end - or start for "earliest"): resolved later,
@@ -185,11 +182,6 @@ class _CKConsumer(FlagPausedConsumer):
             for m in msgs:
                 if m.error() is None:
                     handle(m.value())  # type: ignore[arg-type]  # no error: a payload
-
-    def close(self) -> None:
-        self._stop.set()
-        self._t.join(timeout=5)
-        self._c.close()
 
 
 class ConfluentKafkaDriver(Driver):

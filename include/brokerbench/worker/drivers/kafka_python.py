@@ -112,9 +112,7 @@ class _KafkaConsumer(FlagPausedConsumer):
         self._c = consumer
         self.on_payload = on_payload
         self._want_paused = paused
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, name="kafka-consumer", daemon=True)
-        self._t.start()
+        self._start_polling(self._loop, "kafka-consumer")
 
     def assigned(self, partitions) -> None:
         """The rebalance listener's news (IO thread): partitions assigned (None: revoked)."""
@@ -156,11 +154,6 @@ class _KafkaConsumer(FlagPausedConsumer):
 
     def ready(self) -> bool:
         return self._assigned
-
-    def close(self) -> None:
-        self._stop.set()
-        self._t.join(timeout=5)
-        self._c.close()
 
 
 class KafkaPythonDriver(Driver):

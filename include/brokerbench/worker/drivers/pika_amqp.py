@@ -230,12 +230,10 @@ class _AmqpConsumer(FlagPausedConsumer):
             self._ch.basic_qos(prefetch_count=prefetch)
         self._tags: list[str] = []
         self._want_paused = paused
-        self._stop = threading.Event()
         self.error: str | None = None
         if not paused:
             self._consume()
-        self._t = threading.Thread(target=self._run, name="amqp-consumer", daemon=True)
-        self._t.start()
+        self._start_polling(self._run, "amqp-consumer")
 
     def _consume(self) -> None:
         self._tags = [self._ch.basic_consume(q, self._on_message, auto_ack=self._auto_ack, arguments=self._args)
