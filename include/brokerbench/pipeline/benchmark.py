@@ -12,9 +12,8 @@ from typing import Any
 from brokerbench.environments.base import BrokerEndpoint
 from brokerbench.pipeline import environment_lease
 from brokerbench.pipeline.context import NotSelected, RunContext, log
+from brokerbench.spec import PlanItem
 from brokerbench.spec.clients import ceiling_warning
-
-# ANALYSIS_PARAMS: read by the analysis steps only; ENVIRONMENT_PARAMS: refine the plan's environment_settings
 from brokerbench.util import run_prefix, safe_name, write_atomic
 from brokerbench.worker import jvm
 from brokerbench.worker.job import Job, JobWorkload
@@ -24,8 +23,9 @@ from brokerbench.worker.scaleout import shares, split_job
 # -- per broker x variant ---------------------------------------------------
 
 
-def _items(ctx: RunContext, broker: str, variant: str):
-    items = [i for i in ctx.plan().items if i.broker == broker and i.variant == variant]
+def _items(ctx: RunContext, broker: str, variant: str) -> list[PlanItem]:
+    """The plan's items of ``broker`` x ``variant``; NotSelected when the run has none (params chose others)."""
+    items = ctx.plan().items_for(broker, variant)
     if not items:
         raise NotSelected(f"{broker} / {variant} is not selected for this run")
     return items
