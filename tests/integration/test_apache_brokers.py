@@ -152,10 +152,11 @@ def test_kafka_fsync_on_syncs_every_batch_and_fsync_off_does_not(local_env):
 
 # -- injected delay --------------------------------------------------------------------------
 
-def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3, rounds=2):
-    """The worker's figures against the broker directly and through a 50 ms DelayProxy that the broker advertises:
-    of each side, the least disturbed of `rounds` measurements, and under "floor" the lowest latency of all its
-    rounds (load on the host only ever adds latency, so the floor moves by the delay alone)."""
+def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3, rounds=2, library=None):
+    """The worker's figures (``library``: the broker's Python driver unless given, e.g. the JVM engine's) against the
+    broker directly and through a 50 ms DelayProxy that the broker advertises: of each side, the least disturbed of
+    `rounds` measurements, and under "floor" the lowest latency of all its rounds (load on the host only ever adds
+    latency, so the floor moves by the delay alone)."""
     proxy = DelayProxy(lambda: broker_state(env, broker)["ports"][broker], 0.050)
     try:
         results = {}
@@ -163,7 +164,7 @@ def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3, rounds=2):
             ep = deploy(proxy if name == "delayed" else None).to_dict()
             if name == "delayed" and broker == "pulsar":  # the lookup too goes through the proxy
                 ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"
-            library = "confluent-kafka" if broker == "kafka" else "pulsar-client"
+            library = library or ("confluent-kafka" if broker == "kafka" else "pulsar-client")
             # a JVM broker just started is still compiling its hot paths: warm it up first, as a run does
             warmup = make_job(broker, ep, library, rate=rate, duration_s=2)
             prepare_job(warmup)
@@ -202,7 +203,8 @@ def growth_ms(label: str, r: dict) -> tuple[float, float]:
     return growth[0], growth[1]
 
 
-def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(local_env):
+@pytest.mark.parametrize("library", ["confluent-kafka", "kafka-clients-java"])  # the Python driver, the JVM engine
+def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(local_env, library):
     def deploy(proxy):
         if proxy is None:
             return local_env.deploy("kafka", {}, "fsync-off", {})
@@ -210,8 +212,8 @@ def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(loca
         return local_env.deploy("kafka", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"},
                                 "fsync-off", {})
 
-    r = delayed_and_direct(local_env, "kafka", deploy)
-    pub, e2e = growth_ms("apache-kafka", r)
+    r = delayed_and_direct(local_env, "kafka", deploy, library=library)
+    pub, e2e = growth_ms(f"apache-kafka, {library}", r)
     assert 45 <= pub <= 75, pub  # the acknowledgement comes 50 ms later
     assert 45 <= e2e <= 120, e2e  # the fetch response too (and the next fetch waits for it)
     assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500

@@ -159,7 +159,8 @@ class DelayProxy:
         self.loop.close()
 
 
-def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path):
+@pytest.mark.parametrize("library", ["pika", "amqp-client-java"])  # the Python driver, the JVM engine
+def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path, library):
     ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
     uri = ep["amqp_uris"][0]
     port = int(uri.rsplit(":", 1)[1].split("/")[0])
@@ -168,7 +169,7 @@ def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path):
     try:
         results = {}
         for name, uris in (("direct", [uri]), ("delayed", [uri.replace(f":{port}", f":{proxy.port}")])):
-            job = make_job("rabbitmq", dict(ep, amqp_uris=uris), "pika", rate=500, duration_s=3)
+            job = make_job("rabbitmq", dict(ep, amqp_uris=uris), library, rate=500, duration_s=3)
             prepare_job(job)
             out = tmp_path / f"{name}.jsonl"
             run_job(job, str(out), progress=lambda s: None)
@@ -176,7 +177,7 @@ def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path):
         # the consumer's deliveries arrive 50 ms later; nothing else changes. Compared by the floor (the lowest
         # latency of each side): load on the host only adds latency and moves a p50 by tens of ms between runs
         grow_ms = (results["delayed"].min - results["direct"].min) / 1000
-        print(f"rabbitmq: +50 ms broker->client: end-to-end floor +{grow_ms:.1f} ms;",
+        print(f"rabbitmq, {library}: +50 ms broker->client: end-to-end floor +{grow_ms:.1f} ms;",
               {n: f"p50 {h.percentile(50) / 1e3:.1f} ms, floor {h.min / 1e3:.1f} ms" for n, h in results.items()})
         assert 45 <= grow_ms <= 65, grow_ms
         assert results["delayed"].count == results["direct"].count == 1500
