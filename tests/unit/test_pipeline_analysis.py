@@ -77,6 +77,23 @@ def test_run_outcome_writes_the_outcome_and_says_it_last(tmp_path, caplog):
     assert stopped.outcome == "failed" and "(the run was stopped)" in stopped.reason
 
 
+def test_run_outcome_asks_an_s3_stores_listing_whether_the_run_measured(tmp_path):
+    """A task on another worker than the phases' has no raw/ of an s3:// store (not downloaded): the store's listing,
+    held by the synced block as ctx.sync, says the run measured."""
+    ctx = _run(tmp_path, [_verdict("not judged: invalid (foreign load)")])
+    # no local raw/ and no store: as if nothing was measured
+    assert analysis.run_outcome(ctx, []).headline == "NOT JUDGED: no measurements (no measured phase wrote a result)"
+
+    class Listing:
+        def listing(self, prefix):
+            return [f"{prefix}w/kafka/fsync-on/measure/client-0.jsonl"]
+
+    ctx.sync = Listing()
+    result = analysis.run_outcome(ctx, [])
+    assert result.headline == ("NOT JUDGED: no valid measurement (1 of 1 track(s) invalid, partial or without "
+                               "data)"), result.headline
+
+
 def test_the_spark_steps_decide_what_is_submitted(tmp_path):
     """aggregate_results submits the run's raw results into summary/, or refuses a run with nothing measured;
     append_history refuses a run without a summary, skips a sweep-only one, else writes run_meta.json and submits."""

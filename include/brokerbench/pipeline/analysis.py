@@ -181,7 +181,7 @@ def regression_gate(ctx: RunContext, run_type: str | None) -> dict[str, Any]:
     gated = mode == "always" or (mode == "auto" and run_type == "scheduled")
     data = verdict_table.read_verdicts(ctx.run_dir)
     if data is None:
-        why = ("no measurements" if not has_measurements(ctx)
+        why = ("no measurements" if not has_measurements(ctx, ctx.sync)
                else f"{ctx.run_dir / 'summary' / 'regression.json'} is missing (the verdicts step did not write it)")
         log.warning("not judged: %s; the gate has nothing to check (regression_gate=%s)", why, mode)
         return {"regressed": 0, "judged": 0, "gated": gated, "mode": mode, "run_type": run_type,
@@ -209,7 +209,8 @@ def run_outcome(ctx: RunContext, failed_tasks: list[str], stopped: bool = False)
     summary/outcome.json and logged as the run's last lines."""
     data = verdict_table.read_verdicts(ctx.run_dir)
     failed = list(failed_tasks) + (["(the run was stopped)"] if stopped else [])
-    result = outcome_of(data.get("verdicts") if data else None, failed, has_measurements=has_measurements(ctx),
+    # an s3:// store's raw/ is not downloaded to a task (RUN_BULK): its listing says whether the run measured
+    result = outcome_of(data.get("verdicts") if data else None, failed, has_measurements=has_measurements(ctx, ctx.sync),
                         sweep_only=is_sweep_only(ctx))
     write_outcome(ctx.run_dir, result)
     log.info("results: %s", ctx.results_uri)
