@@ -6,6 +6,7 @@ through SSH, and teardown by tag, including the fault cases."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -239,7 +240,7 @@ def test_bad_settings_are_refused_before_any_ec2_call(moto_server, sshd, tmp_pat
     assert live_instances(moto_server, "t/refused") == []
 
 
-def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, sshd, tmp_path, capsys):
+def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, sshd, tmp_path):
     env = make_env(moto_server, sshd, tmp_path, run_key="t/full")
     try:
         env.provision()
@@ -273,12 +274,20 @@ def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, ss
         env.provide_client_engine(str(jvm.engine_dir()))
         shipped = tmp_path / "remote" / "jvm-engine" / built["jar"]["sha256"][:16]
         java_out = tmp_path / "results" / "java.jsonl"
-        capsys.readouterr()
-        res = env.run_workers([{**job, "client_library": "kafka-clients-java"}], [str(java_out)], timeout_s=60)
+        relayed = _Lines()  # the workers' progress lines, relayed to the "brokerbench" logger
+        logger = logging.getLogger("brokerbench")
+        level = logger.level
+        logger.addHandler(relayed)
+        logger.setLevel(logging.INFO)
+        try:
+            res = env.run_workers([{**job, "client_library": "kafka-clients-java"}], [str(java_out)], timeout_s=60)
+        finally:
+            logger.removeHandler(relayed)
+            logger.setLevel(level)
         assert res[0]["returncode"] == 0, res
         assert json.loads((shipped / "manifest.json").read_text()) == built
         assert (shipped / jvm.JAR_NAME).read_bytes() == (jvm.engine_dir() / jvm.JAR_NAME).read_bytes()
-        assert f"the JVM engine in {shipped}" in capsys.readouterr().out  # the worker's progress, relayed
+        assert any(f"the JVM engine in {shipped}" in line for line in relayed.lines), relayed.lines[:5]
         lines = [json.loads(l) for l in java_out.read_text().splitlines()]
         assert (lines[0]["client_library"], lines[0]["engine_jar_sha256"]) == ("kafka-clients-java",
                                                                                built["jar"]["sha256"])
@@ -332,6 +341,17 @@ def test_host_setup_installs_the_controllers_package_once_and_again_when_stale(m
     finally:
         record = env.teardown()
     assert record["remaining"] == []
+
+
+class _Lines(logging.Handler):
+    """The messages a logger handles, whatever its propagation and the process's log configuration."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
 def _kafka_job(endpoint: dict) -> dict:

@@ -261,7 +261,12 @@ def test_every_workload_kind_ends_and_writes_its_file(local_env, tmp_path):
     recs = run("mixed", make_job("kafka", ep, lib, rate=1000, duration_s=4, subs=2, kind="mixed",
                                  catchup_start_s=1.5, topic=topic))
     end = recs[-1]
-    assert end["totals"]["received"] == end["totals"]["acked"] == 4000
+    # every message sent was acknowledged and received by the tailing subscription; all 4,000 of the schedule unless
+    # the catch-up read (here up to 318,000 messages) starved the producer on a loaded host, which its row then says
+    # (a full `make test`: 3,840 sent, publish-delay p99 799.7 ms, client host CPU 97 %)
+    assert end["totals"]["received"] == end["totals"]["acked"] == end["totals"]["sent"] > 0
+    assert end["totals"]["sent"] == 4000 or any(r.startswith("publish-delay p99 ")
+                                                for r in end["validity"]["invalid_reasons"]), end["validity"]
     # the catch-up subscription read from the start of the topic: the producer-only phase's
     # messages, seconds old, which no tailing consumer ever sees
     catchup = merged(recs, "catchup_e2e_latency_us")
