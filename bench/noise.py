@@ -23,6 +23,7 @@ noise (robust CV, median over tracks) that bench/detection_power.py reads.
 
     cd bench && ../.venv/bin/python noise.py --repeats 4 --brokers kafka,pulsar,rabbitmq \\
         --results-root ../results/noise --out noise_measured.json
+    ../.venv/bin/python noise.py --repeats 1 --trials 8 --pin broker=0,client=1 ...   # trials of one run, pinned
     ../.venv/bin/python noise.py --analyse-only --results-root ../results/noise   # no new runs
 """
 
@@ -46,9 +47,14 @@ from brokerbench.regression import MAD_TO_SIGMA  # noqa: E402
 from brokerbench.report.data import read_table  # noqa: E402
 
 
-def run_suite(suite: str, broker: str, variant: str, minutes: float, warmup: float, results_root: str) -> int:
+def run_suite(suite: str, broker: str, variant: str, minutes: float, warmup: float, results_root: str,
+              trials: int | None = None, pinning: dict[str, str] | None = None) -> int:
     conf = {"brokers": [broker], "variants": [variant], "test_duration_minutes": minutes,
             "warmup_duration_minutes": warmup, "results_root": results_root, "regression_gate": "never"}
+    if trials:
+        conf["trials"] = trials
+    if pinning:
+        conf["cpu_pinning"] = pinning
     cmd = [sys.executable, "-m", "brokerbench.cli", "bench", "--suite", suite, "--conf", json.dumps(conf)]
     started = time.time()
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -148,15 +154,22 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=4)
     p.add_argument("--minutes", type=float, default=0.25, help="measured phase (min)")
     p.add_argument("--warmup", type=float, default=0.05, help="warm-up (min)")
+    p.add_argument("--trials", type=int, default=None,
+                   help="trials per run (back to back on one deployed broker after one warm-up); each is a sample")
+    p.add_argument("--pin", default=None, metavar="broker=0,client=1",
+                   help="param cpu_pinning: the broker's and the clients' CPUs (taskset's syntax, ':' for ',' "
+                        "inside a list, e.g. broker=0:2,client=1)")
     p.add_argument("--results-root", default=str(ROOT / "results" / "noise"))
     p.add_argument("--analyse-only", action="store_true", help="no new runs: analyse the runs under the root")
     p.add_argument("--out", help="write the per-metric noise as JSON (bench/detection_power.py --noise)")
     args = p.parse_args()
     root = os.path.abspath(args.results_root)
+    pinning = {k: v.replace(":", ",") for k, v in (kv.split("=", 1) for kv in args.pin.split(","))} if args.pin \
+        else None
     if not args.analyse_only:
         for i in range(args.repeats):
             for broker in [b.strip() for b in args.brokers.split(",") if b.strip()]:
-                run_suite(args.suite, broker, args.variant, args.minutes, args.warmup, root)
+                run_suite(args.suite, broker, args.variant, args.minutes, args.warmup, root, args.trials, pinning)
     records = analyse(trial_rows(root))
     for r in records:
         print(json.dumps(r))

@@ -225,6 +225,7 @@ def test_provision_refuses_before_any_ec2_call(tmp_path, monkeypatch):
 @pytest.mark.parametrize("params, field", [
     ({"tuning_profile": "no-such-profile"}, "params.tuning_profile"),
     ({"instance_counts": {"broker": 0}}, "params.instance_counts.broker"),
+    ({"cpu_pinning": {"broker": "0"}}, "params.cpu_pinning"),
 ])
 def test_the_validate_task_refuses_bad_aws_params_before_any_machine(tmp_path, monkeypatch, params, field):
     """setup.validate (the DAG's first task) applies the checks: no plan.json, nothing provisioned."""

@@ -100,7 +100,9 @@ class Local(EnvironmentKind):
     def check_plan(cls, plan: Plan, params: dict[str, Any]) -> PlanCheck:
         """Broker implementations and versions resolved now (Maven Central, once per version), refused naming
         the setting; the jars' checksums go into the provenance (``provenance/brokers.json``)."""
+        from . import cpus
         from .local import LocalSettingsError, check_brokers
+        from .local.environment import local_settings
 
         try:
             found = check_brokers(plan.environment_settings, _brokers(plan))
@@ -110,9 +112,15 @@ class Local(EnvironmentKind):
             source = "params" if (isinstance(given, dict) and broker in given) or (given and not broker) else \
                 "environmentSettings"
             raise SpecError(str(e), None, f"{source}.{e.setting}") from None
+        try:  # CPUs this machine does not offer: refused before the lease
+            pinned = cpus.check_on_host(local_settings(plan.environment_settings).cpu_pinning, socket.gethostname())
+        except cpus.PinningError as e:
+            source = "params" if params.get("cpu_pinning") else "environmentSettings"
+            raise SpecError(f"{e.setting}: {e}", None, f"{source}.{e.setting}") from None
         said = [f"{broker}: {b['implementation']} {b.get('version') or ''}"
                 + (f" ({len(b['distribution'].get('jars', []))} jars in {b['distribution'].get('lib')})"
                    if b.get("distribution") else "") for broker, b in found.items()]
+        said += [f"cpu pinning: {side} on CPU(s) {','.join(map(str, c))}" for side, c in pinned.items()]
         return PlanCheck(said, {"provenance/brokers.json": found})
 
     @classmethod

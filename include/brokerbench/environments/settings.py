@@ -46,6 +46,17 @@ class LocalSettings(BaseModel):
     metrics_interval_s: float = Field(1.0, description="host metrics sampling interval, s")
     worker_processes: int | None = Field(None, description="worker processes per client host (default 1)")
     pulsar_lite_log_level: str = Field("info", description="log level of the pulsar-lite stand-in")
+    cpu_pinning: dict[str, str] = Field(
+        default_factory=dict, description='CPUs of the broker processes and of the clients, taskset\'s syntax, '
+                                          'e.g. {"broker": "0", "client": "1"}; empty: not pinned '
+                                          "(brokerbench.environments.cpus)")
+
+    @field_validator("cpu_pinning")
+    @classmethod
+    def _cpu_lists(cls, v: dict[str, str]) -> dict[str, str]:
+        from . import cpus
+
+        return cpus.check_syntax(v)
 
 
 class StaticHost(BaseModel):

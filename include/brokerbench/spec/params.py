@@ -156,6 +156,13 @@ PARAMS: tuple[RunParam, ...] = (
                              "pulsar": {"type": "string", "enum": ["apache-pulsar", "pulsar-lite"]},
                              "rabbitmq": {"type": "string", "enum": ["rabbitmq"]}},
               "additionalProperties": False}),
+    RunParam("cpu_pinning", "environment",
+             "local: CPUs of the broker processes and of the clients (taskset's syntax), e.g. {\"broker\": \"0\", "
+             "\"client\": \"1\"}: each side on its own CPUs, recorded in provenance/hosts.json; empty = not pinned",
+             {"type": ["null", "object"],
+              "properties": {side: {"type": "string", "pattern": r"^\d+(-\d+)?(,\d+(-\d+)?)*$"}
+                             for side in ("broker", "client")},
+              "additionalProperties": False}),
     RunParam("instance_types", "environment", "aws: EC2 instance type per role (broker, metadata, client)",
              {"type": ["null", "object"], "properties": {r: {"type": "string"} for r in ROLES},
               "additionalProperties": False}),

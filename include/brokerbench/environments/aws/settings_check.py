@@ -126,6 +126,9 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
         if b not in IMPLEMENTATIONS:
             raise AwsSettingsError(f"unknown broker {b!r}; the aws environment runs {', '.join(IMPLEMENTATIONS)}",
                                    "brokers")
+    if s.get("cpu_pinning"):
+        refuse("cpu_pinning", "cpu_pinning: a local environment setting (brokers and clients on one machine); on aws "
+                              "they run on hosts of their own")
     typed = _check_types(s, refuse)
     if s.get("static_hosts"):
         versions = _check_versions(s, brokers, refuse)

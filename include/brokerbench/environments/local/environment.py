@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 from typing_extensions import override
 
-from .. import hostmetrics, hostsetup
+from .. import cpus, hostmetrics, hostsetup
 from ..base import Environment, EnvironmentFailure
 from ..machine import distribution_for, implementation_for
 from ..machine.distributions import DistributionError
@@ -171,6 +171,7 @@ class LocalEnvironment(Machine, Environment):
             "disk": (hostsetup.disk_baseline(self.host, str(self.state_dir), size_mb=size) if size > 0
                      else {"note": "disk baseline skipped (disk_baseline_mb = 0)"}),
             "description": hostsetup.describe_host(self.host),
+            "cpu_pinning": cpus.describe(self.settings.cpu_pinning, self.host.name),
         }
         result = {"environment": self.name, "hosts": [record]}
         write_json(self.state_dir / "hosts.json", result)

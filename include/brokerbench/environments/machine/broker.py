@@ -29,6 +29,7 @@ from typing import Any
 
 import psutil
 
+from .. import cpus
 from ..base import BrokerEndpoint, EnvironmentFailure
 from ..processes import (
     MARKER_BROKER,
@@ -145,7 +146,9 @@ class LocalBroker(ABC):
             offset = f.tell()  # the error tail starts at this start's header line
             f.write(f"=== brokerbench: starting {role} at {time.strftime('%Y-%m-%d %H:%M:%S')}: "
                     f"{' '.join(argv)}\n".encode())
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+            # on the broker side's CPUs when the setting cpu_pinning names them (threads and children inherit them)
+            proc = subprocess.Popen(cpus.pinned(argv, self.settings.cpu_pinning, "broker"), stdin=subprocess.DEVNULL,
+                                    stdout=f, stderr=subprocess.STDOUT,
                                     env=env or self.env(), cwd=str(cwd or self.dir), start_new_session=True)
         entry = process_entry(psutil.Process(proc.pid), self.broker, role)
         entry.update({"log": str(log_path), "log_offset": offset, "main": True})

@@ -27,6 +27,7 @@ from typing import Any
 
 import psutil
 
+from .. import cpus
 from ..base import BrokerEndpoint, EnvironmentFailure, LocalHost
 from ..processes import (
     MARKER_BROKER,
@@ -110,8 +111,10 @@ class Machine:
             job_path.write_text(json.dumps(job, indent=2, default=str))
             Path(out).parent.mkdir(parents=True, exist_ok=True)
             argv = [sys.executable, "-m", "brokerbench.worker", "run", "--job", str(job_path), "--out", str(out)]
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True, text=True, errors="replace", bufsize=1)
+            # on the client side's CPUs when the setting cpu_pinning names them (the JVM engine inherits them)
+            proc = subprocess.Popen(cpus.pinned(argv, self.settings.cpu_pinning, "client"), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True, text=True, errors="replace", bufsize=1)
             record_processes(self.state_dir, [{**process_entry(psutil.Process(proc.pid), "worker", worker),
                                                "log": str(logs_dir / f"{worker}.log")}])
             tail: list[str] = []
