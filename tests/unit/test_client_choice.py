@@ -318,6 +318,19 @@ def test_the_jvm_engine_is_chosen_like_a_library_by_its_name_or_java(tmp_path):
     assert getattr(driver_class("pulsar", "pulsar-client"), "engine", None) is None
 
 
+def test_a_kind_the_jvm_engine_does_not_run_is_refused_when_the_plan_is_made(tmp_path):
+    """backlog (named, or derived from consumerBacklogSizeGB) and mixed: refused naming the param, before any
+    machine; the same workloads run with a Python client library."""
+    catchup = "catchup-1-topic-100-partitions-1kb-200k"  # consumerBacklogSizeGB > 0: the backlog kind
+    for workload, overrides in ((catchup, {}), (SMOKE_WORKLOAD, {"kind": "mixed"})):
+        s = Suite.model_validate({"name": "t", "workloads": [workload], "brokers": {"pulsar": "pulsar-default"},
+                                  "variants": ["fsync-off"], "overrides": overrides})
+        with pytest.raises(SpecError, match="does not run the '(backlog|mixed)' kind") as e:
+            build_plan(s, {"client_libraries": {"pulsar": "java"}})
+        assert e.value.field == "client_libraries.pulsar"
+        assert {i.client_library for i in build_plan(s, {}).items} == {"pulsar-client"}
+
+
 def test_the_jvm_engines_build_goes_into_the_brokers_provenance(tmp_path, monkeypatch):
     from brokerbench.worker import jvm
 

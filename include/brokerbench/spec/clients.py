@@ -37,6 +37,22 @@ JVM_LIBRARIES: dict[str, str] = {"pulsar": "pulsar-client-java", "kafka": "kafka
                                  "rabbitmq": "amqp-client-java"}
 
 
+#: workload kinds the JVM engine does not run (docs/worker.md "The JVM engine"): refused when the plan is made
+JVM_KINDS_NOT_RUN = ("backlog", "mixed")
+
+
+def engine_kind_problem(library: str, kind: str | None, backlog_gb: float) -> str | None:
+    """Why the JVM engine (``library``) cannot run a workload of ``kind`` (None: derived, a backlog when
+    ``backlog_gb`` > 0), or None."""
+    if library not in JVM_LIBRARIES.values():
+        return None
+    kind = kind or ("backlog" if backlog_gb > 0 else None)
+    if kind in JVM_KINDS_NOT_RUN:
+        return (f"the JVM engine ({library}) does not run the {kind!r} kind (it runs latency, producer-only, "
+                f"consumer-only and throughput-sweep); choose a Python client library for this broker")
+    return None
+
+
 def canonical_library(broker: str, library: object) -> object:
     """``library`` with the alias ``java`` replaced by the broker's JVM engine library (when it has one)."""
     return JVM_LIBRARIES.get(broker, library) if library == JAVA_ALIAS else library

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
 
 from ..util import side_b_id, split_side, split_trial, trial_id
-from .clients import choose_client_library, client_library_problem, default_client_library
+from .clients import choose_client_library, client_library_problem, default_client_library, engine_kind_problem
 from .common import SUPPORTED_BROKERS, path_safe
 from .driver import DriverSpec, load_driver
 from .errors import FieldValueError, MissingFileError, SpecError, from_validation_error
@@ -339,6 +339,13 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
                                     f"message to every queue, so it needs partitionsPerTopic 1; workload "
                                     f"{workload.id!r} has {workload.partitions_per_topic} (use DIRECT or TOPIC)",
                                     file=file, field=f"brokers.{broker}")
+                for side, side_driver in applied.items():
+                    problem = engine_kind_problem(str(side_driver.client_library), workload.kind,
+                                                  workload.consumer_backlog_size_gb)
+                    if problem:
+                        raise SpecError(f"workload {workload.id!r}: {problem}", file=file,
+                                        field=f"compare_with.client_libraries.{broker}" if side == "B"
+                                        else f"client_libraries.{broker}")
                 item = PlanItem(
                     workload=workload, driver=applied["A"], broker=broker, variant=variant.name,  # type: ignore[arg-type]
                     variant_description=variant.description, durability_level=variant.durability_level,
