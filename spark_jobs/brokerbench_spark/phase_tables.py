@@ -626,6 +626,10 @@ def _sweep_rows(run: int, combo: dict, metas, phase: _Phase, hist: Histograms) -
         wide = hist.wide(1, None, step)
         rows.append({
             "run": run, **combo, "step": step,
+            # what generated the load (e.g. pulsar-client against pulsar-client-java): the sweep's answer is the
+            # client's when the client is the limit
+            "client_library": _joined(m["client_library"] for _, m, _ in items),
+            "client_library_version": _joined(m["client_library_version"] for _, m, _ in items),
             "target_rate_msg_s": _sum(_max(v) for v in per_file.values()),
             "publish_rate_msg_s": _per(sums["acked"], seconds),
             "send_rate_msg_s": _per(sums["sent"], seconds),

@@ -694,7 +694,7 @@ def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
     ``reasons`` = the workers' distinct reasons.
     """
     sweep_meta = (records.filter((F.col("record") == "meta") & (F.col("phase") == "sweep"))
-                  .select("file", *COMBO, "worker"))
+                  .select("file", *COMBO, "worker", "client_library", "client_library_version"))
     steps = (records.filter((F.col("record") == "interval") & F.col("step").isNotNull())
              .select("file", "index", "step", "step_target_rate_msg_s", "start_ns", "end_ns", "sent", "acked",
                      "received", "send_errors", *METRICS.keys())
@@ -709,6 +709,8 @@ def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
     # step, or one message that crossed the interval boundary) count their acknowledgements, not their time
     load = F.col("sent") >= F.greatest(F.lit(1), F.max("sent").over(Window.partitionBy(*keys)) * LOAD_SHARE)
     counters = steps.withColumn("load", load).groupBy(*keys).agg(
+        F.concat_ws(",", F.array_sort(F.collect_set("client_library"))).alias("client_library"),
+        F.concat_ws(",", F.array_sort(F.collect_set("client_library_version"))).alias("client_library_version"),
         F.countDistinct("worker").alias("workers"),
         F.countDistinct("index").alias("intervals"),
         F.coalesce(
@@ -739,7 +741,7 @@ def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
                     for stat in ["avg", "min", *[label for label, _ in STANDARD_PERCENTILES], "max"]]
     table = (counters.join(target, on=keys, how="left").join(latency, on=keys, how="left")
              .join(verdicts, on=keys, how="left")
-             .select(*keys, "target_rate_msg_s",
+             .select(*keys, "client_library", "client_library_version", "target_rate_msg_s",
                      rate("messages_acked").alias("publish_rate_msg_s"),
                      rate("messages_sent").alias("send_rate_msg_s"),
                      rate("messages_received").alias("consume_rate_msg_s"),

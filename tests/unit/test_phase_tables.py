@@ -143,7 +143,7 @@ def test_several_workers_name_their_invalid_reasons(tmp_path):
 
 
 def test_sweep_steps_are_rows_of_their_own_with_the_highest_stable_rate(tmp_path):
-    records = [meta("c0-0", phase="sweep")]
+    records = [meta("c0-0", phase="sweep", client_library="pulsar-client-java", client_library_version="4.0.7")]
     for step, rate in enumerate((100.0, 200.0)):
         records += [interval(step * 2 + i, 500, np.arange(1, 100) * (step + 1), start_s=10.0 * step + 5 * i,
                              step=step, step_target_rate_msg_s=rate) for i in range(2)]
@@ -156,6 +156,8 @@ def test_sweep_steps_are_rows_of_their_own_with_the_highest_stable_rate(tmp_path
         (0, 100.0, True, None), (1, 200.0, False, "backlog grew")]
     assert all(s["highest_stable_rate_msg_s"] == 100.0 for s in steps)
     assert steps[1]["publish_latency_max_ms"] == 198 / 1000.0
+    # each step says what generated its load, as the meta records do
+    assert {(s["client_library"], s["client_library_version"]) for s in steps} == {("pulsar-client-java", "4.0.7")}
 
 
 def test_provenance_keeps_the_settings_text_on_one_line():

@@ -569,7 +569,7 @@ def trends_section(data: RunData) -> dict[str, Any] | None:
             "charts": track_trends(data)}
 
 
-SWEEP_COLUMNS = ["workload", "broker", "variant", "step", "target_rate_msg_s", "publish_rate_msg_s",
+SWEEP_COLUMNS = ["workload", "broker", "client_library", "variant", "step", "target_rate_msg_s", "publish_rate_msg_s",
                  "consume_rate_msg_s", "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_p99_ms",
                  "publish_delay_p99_us", "stable", "reasons"]
 
