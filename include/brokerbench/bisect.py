@@ -167,7 +167,7 @@ class Step:
     what it found."""
 
     step: int
-    role: str  # "end points" or "search"
+    role: str  # "end points", "search" or "confirm" (the two releases the search ended on, measured together)
     attempt: int  # 1, or 2 for the repeat of a step not judged
     version_a: str
     version_b: str
@@ -183,7 +183,8 @@ StepRunner = Callable[[str, str], StepResult]
 
 @dataclass
 class Bisection:
-    """A bisection's result: ``status`` found / no regression / undecided / refused / interrupted, the first
+    """A bisection's result: ``status`` found / no regression / not in one release / undecided / refused /
+    interrupted, the first
     release with the change and the last without (found), every step, the message and the exit code."""
 
     broker: str
@@ -212,9 +213,10 @@ def kind_of(verdict: str) -> str:
 
 
 def max_steps(n_releases: int) -> int:
-    """Runs a bisection over ``n_releases`` (both end points included) takes when every step is judged: the end
-    points, then ceil(log2(releases - 1)) searching steps."""
-    return 1 + math.ceil(math.log2(n_releases - 1)) if n_releases > 2 else 1
+    """Runs a bisection over ``n_releases`` (both end points included) takes at most when every step is judged: the
+    end points, ceil(log2(releases - 1)) searching steps, and the two releases it ends on measured against each
+    other when no step did (:func:`bisect`)."""
+    return 2 + math.ceil(math.log2(n_releases - 1)) if n_releases > 2 else 1
 
 
 def planned_steps(releases: Sequence[str]) -> list[str]:
@@ -236,7 +238,7 @@ def planned_steps(releases: Sequence[str]) -> list[str]:
     if hi - mid > 1:
         after.append(f"else: A {releases[mid]} vs B {releases[(mid + hi) // 2]}")
     else:
-        after.append(f"else: done ({releases[hi]} is the first with the change)")
+        after.append(f"else: A {releases[mid]} vs B {releases[hi]} (the two the search ends on, measured together)")
     lines.append("step 3: " + "; ".join(after))
     lines.append(f"at most {max_steps(len(releases))} A/B run(s) when every step is judged (a step not judged is "
                  f"repeated once)")
@@ -294,6 +296,23 @@ def bisect(releases: Sequence[str], runner: StepRunner, broker: str = "", metric
             hi = mid
         else:
             lo = mid
+    # the search ends on two neighbouring releases; when the steps after the last 'regressed' one only moved side A
+    # up, those two were never measured against each other, and a change spread over several releases (or end
+    # points that differed by chance) would be put on the last release by elimination: measure the pair itself
+    if not any((s.version_a, s.version_b) == (releases[lo], releases[hi]) and kind_of(s.result.verdict) == "bad"
+               for s in b.steps):
+        kind = judged(releases[lo], releases[hi], "confirm")
+        if kind is None:
+            return b
+        if kind == "good":
+            ends_step = b.steps[0].result
+            b.status, b.exit_code = "not in one release", EXIT_UNDECIDED
+            b.message = (f"not in one release at this power: the end points differed ({releases[-1]} against "
+                         f"{releases[0]}: {ratio_text(ends_step)}, {ends_step.verdict}), but no step between two "
+                         f"releases found the change, {releases[hi]} against {releases[lo]} neither "
+                         f"({b.steps[-1].result.verdict}): it may be spread over several releases, or the end "
+                         f"points' difference a false positive; the table above is what is known")
+            return b
     b.status, b.exit_code = "found", EXIT_OK
     b.first_bad, b.last_good = releases[hi], releases[lo]
     b.message = f"first release with the change: {releases[hi]} (last without: {releases[lo]})"
@@ -405,7 +424,7 @@ def ratio_text(r: StepResult) -> str:
 
 
 def step_row(s: Step) -> list[str]:
-    label = str(s.step) + (" again" if s.attempt > 1 else "") + (" (end points)" if s.role == "end points" else "")
+    label = str(s.step) + (" again" if s.attempt > 1 else "") + (f" ({s.role})" if s.role != "search" else "")
     r = s.result
     return [label, s.version_a, s.version_b, _num(r.median_a), _num(r.median_b), ratio_text(r), r.verdict,
             r.run_dir or "-"]

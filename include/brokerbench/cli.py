@@ -42,7 +42,7 @@
                                           the candidate); every step's line, and the record
                                           <results root>/bisect/<broker>-<good>-<bad>-<UTC time>/
                                           bisect.{json,html} (exit 0 found or no regression,
-                                          1 undecided, 2 refused argument)
+                                          1 not in one release or undecided, 2 refused argument)
     brokerbench aws-sweep [--dry-run]     terminate brokerbench EC2 instances of any run
                                           past their lifetime (brokerbench_aws_sweeper DAG)
 
@@ -843,8 +843,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "broker_versions = the candidate as side B) judged on --metric. Writes "
                                        "<results root>/bisect/<broker>-<good>-<bad>-<UTC time>/bisect.json and "
                                        "bisect.html. Exit codes: 0 found, or no regression between good and bad; "
-                                       "1 could not decide (a step not judged twice) or the releases could not be "
-                                       "read; 2 refused argument; 130 interrupted.")
+                                       "1 not in one release (the two releases the search ended on, measured "
+                                       "together, did not differ), could not decide (a step not judged twice) or the "
+                                       "releases could not be read; 2 refused argument; 130 interrupted.")
     p_bis.add_argument("--broker", required=True, choices=list(spec.SUPPORTED_BROKERS),
                        help="kafka or pulsar (rabbitmq: its versions come from the Debian package)")
     p_bis.add_argument("--good", required=True, metavar="VERSION", help="a release without the change")

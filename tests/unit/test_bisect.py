@@ -143,8 +143,12 @@ def test_three_releases_take_the_end_points_and_one_step(first_bad):
     b = bs.bisect(releases, runner, "kafka", "publish_latency_p99_ms")
     assert (b.status, b.exit_code, b.first_bad) == ("found", 0, first_bad)
     assert b.last_good == releases[releases.index(first_bad) - 1]
-    assert runner.calls == [("3.9.0", "3.10.0"), ("3.9.0", "3.9.1")]  # side A: the last release known good
-    assert len(b.steps) == 2 == bs.max_steps(3)
+    # side A: the last release known good; when the search ended on two releases no step measured together
+    # (3.9.1 unchanged, so 3.10.0 by elimination), one more step measures them
+    confirm = [("3.9.1", "3.10.0")] if first_bad == "3.10.0" else []
+    assert runner.calls == [("3.9.0", "3.10.0"), ("3.9.0", "3.9.1"), *confirm]
+    assert [s.role for s in b.steps] == ["end points", "search"] + ["confirm"] * len(confirm)
+    assert len(b.steps) <= bs.max_steps(3) == 3
     assert b.message == f"first release with the change: {first_bad} (last without: {b.last_good})"
 
 
@@ -154,12 +158,39 @@ def test_nine_releases_take_the_end_points_and_log2_steps(first_bad):
     runner = Canned(releases, first_bad)
     b = bs.bisect(releases, runner, "kafka", "publish_latency_p99_ms")
     assert (b.first_bad, b.last_good) == (first_bad, releases[releases.index(first_bad) - 1])
-    assert len(b.steps) == 1 + math.log2(len(releases) - 1) == 4 == bs.max_steps(9)
-    assert [s.role for s in b.steps] == ["end points", "search", "search", "search"]
-    assert [s.step for s in b.steps] == [1, 2, 3, 4]
+    # the end points, log2(8) = 3 searching steps, and the two neighbours measured together unless a step did
+    searched = 1 + math.log2(len(releases) - 1)
+    assert [s.role for s in b.steps[:4]] == ["end points", "search", "search", "search"]
+    assert [s.role for s in b.steps[4:]] in ([], ["confirm"]) and len(b.steps) <= bs.max_steps(9) == searched + 1
+    assert [s.step for s in b.steps] == list(range(1, len(b.steps) + 1))
+    assert any((s.version_a, s.version_b, s.result.verdict) == (b.last_good, b.first_bad, "regressed")
+               for s in b.steps)  # the answer is always a measured pair
     for s in b.steps[1:]:  # A is always a release known without the change, B a candidate after it
         assert releases.index(s.version_a) < releases.index(first_bad) or s.version_a == releases[0]
         assert releases.index(s.version_a) < releases.index(s.version_b)
+
+
+def test_a_change_no_pair_of_neighbours_shows_is_not_put_on_one_release():
+    """The end points differ, but every searching step and the confirming one find nothing (a change spread over
+    several releases, or end points that differed by chance): not in one release, exit 1."""
+    releases = FINAL[:5]
+
+    class EndsOnly(Canned):
+        def __call__(self, a, b):
+            self.calls.append((a, b))
+            bad = (a, b) == (releases[0], releases[-1])
+            return bs.StepResult("regressed" if bad else "unchanged", ratio=1.2 if bad else 1.03,
+                                 ci_low=1.02 if bad else 0.8, ci_high=1.6 if bad else 1.3, confidence=0.968)
+
+    runner = EndsOnly(releases, None)
+    b = bs.bisect(releases, runner, "kafka", "publish_latency_p50_ms")
+    assert (b.status, b.exit_code, b.first_bad, b.last_good) == ("not in one release", 1, None, None)
+    assert runner.calls == [("3.7.0", "3.8.1"), ("3.7.0", "3.7.2"), ("3.7.2", "3.8.0"), ("3.8.0", "3.8.1")]
+    assert [s.role for s in b.steps] == ["end points", "search", "search", "confirm"]
+    assert b.message.startswith("not in one release at this power: the end points differed (3.8.1 against 3.7.0: "
+                                "1.200 [1.020, 1.600] 96.8%, regressed)")
+    assert "3.8.1 against 3.8.0 neither (unchanged)" in b.message
+    assert "(confirm)" in bs.steps_table(b)
 
 
 def test_a_step_not_judged_is_repeated_once_then_the_search_goes_on():
@@ -203,7 +234,10 @@ def test_the_dry_run_plan_names_the_first_steps():
     assert lines[0] == "step 1: A 3.7.0 vs B 4.0.0 (the end points: B must show the change)"
     assert lines[1] == "step 2: A 3.7.0 vs B 3.8.1"
     assert lines[2] == "step 3: if 3.8.1 regressed: A 3.7.0 vs B 3.7.2; else: A 3.8.1 vs B 3.9.1"
-    assert "at most 4 A/B run(s)" in lines[3]
+    assert "at most 5 A/B run(s)" in lines[3]
+    # where the search would end on two releases no step measured together, the plan says the one more step
+    assert bs.planned_steps(FINAL[:3])[2] == ("step 3: if 3.7.1 regressed: done (3.7.1 is the first with the change); "
+                                              "else: A 3.7.1 vs B 3.7.2 (the two the search ends on, measured together)")
 
 
 # -- one step as an A/B run --------------------------------------------------------------------------------------
@@ -266,11 +300,12 @@ def test_the_record_has_every_step_and_the_result(tmp_path):
     assert doc["releases"] == releases and doc["params"]["suite"] == "smoke" and doc["exit_code"] == 0
     assert [(s["step"], s["attempt"], s["version_a"], s["version_b"], s["result"]["verdict"]) for s in doc["steps"]] == [
         (1, 1, "3.7.0", "3.7.2", "regressed"), (2, 1, "3.7.0", "3.7.1", "not judged: too few valid trials"),
-        (2, 2, "3.7.0", "3.7.1", "unchanged")]
+        (2, 2, "3.7.0", "3.7.1", "unchanged"), (3, 1, "3.7.1", "3.7.2", "regressed")]
     assert doc["steps"][0]["result"]["ratio"] == 1.25 and doc["steps"][0]["result"]["run_dir"] == "/runs/1"
     page = (out / "bisect.html").read_text()
     assert "first release with the change: 3.7.2 (last without: 3.7.1)" in page
-    assert page.count("<tr><td>") == 3 and "<td>2 again</td>" in page and "<td>1 (end points)</td>" in page
+    assert page.count("<tr><td>") == 4 and "<td>2 again</td>" in page and "<td>1 (end points)</td>" in page
+    assert "<td>3 (confirm)</td>" in page
     assert "<td>1.250 [1.200, 1.300] 97.1%</td>" in page and "<td>/runs/1</td>" in page
     assert "<script" not in page and "src=" not in page and "http" not in page.replace("http-equiv", "")
 
