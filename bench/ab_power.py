@@ -15,8 +15,17 @@ The noise is ``--cv`` if given, else the metric's ``robust_cv_percent`` in ``--n
 (bench/noise.py --out; default noise_measured.json, p99 publish latency). One JSON
 line per trials per side, then a table.
 
+``--from-trials <results root>`` takes the noise from real trials instead of a model: the valid trials of
+each track under the root (bench/noise.py's runs, e.g. ``--trials 10``: one broker deployed, ten measured
+phases) are split at random into two disjoint sides of ``trials`` each (A/A: both sides are the same
+broker, so every verdict of a difference is a false positive), and for the power side B's values are
+multiplied by 1.05 / 1.10 in the metric's worse direction. This keeps the real distribution of the
+figure (its skew and outliers), but the splits reuse the same trials, so the shares are estimates for
+this set of trials, not independent runs; a track needs at least 2 x trials valid trials.
+
     cd bench && ../.venv/bin/python ab_power.py [--noise noise_measured.json --metric publish_latency_p99_ms]
     ../.venv/bin/python ab_power.py --cv 0.05 --trials 4,5,6,8,10 --reps 2000
+    ../.venv/bin/python ab_power.py --from-trials ../results/noise-trials --trials 4,5 --metric publish_latency_p50_ms
 """
 
 from __future__ import annotations
@@ -74,6 +83,43 @@ def measure(trials: int, cv: float, higher_is_better: bool, confidence: float, r
     return rec
 
 
+def measure_real(values: list[float], trials: int, higher_is_better: bool, confidence: float, reps: int,
+                 seed: int) -> dict:
+    """:func:`measure` with real trial values: random disjoint splits into sides of ``trials`` each."""
+    rng = np.random.default_rng([seed, trials, len(values)])
+    vals = np.asarray(values, dtype=float)
+    counts = {"fp": 0, **{step: 0 for step in STEPS}}
+    for _ in range(reps):
+        order = rng.permutation(len(vals))
+        a, b = vals[order[:trials]], vals[order[trials:2 * trials]]
+        counts["fp"] += compare(list(a), list(b), higher_is_better=higher_is_better,
+                                confidence=confidence).verdict in (SLOWER, FASTER)
+        for step in STEPS:
+            factor = 1 - step if higher_is_better else 1 + step
+            counts[step] += compare(list(a), list(b * factor), higher_is_better=higher_is_better,
+                                    confidence=confidence).verdict == SLOWER
+    rank = interval_rank(trials, trials, confidence)
+    return {"trials_per_side": trials, "valid_trials": len(vals),
+            "achieved_confidence_percent": None if rank is None else round(100 * rank[1], 1),
+            "false_positive_percent": round(100 * counts["fp"] / reps, 1),
+            **{f"power_{round(100 * step)}_percent": round(100 * counts[step] / reps, 1) for step in STEPS}}
+
+
+def real_tracks(root: str, metric: str) -> dict[str, list[float]]:
+    """Valid trial values of ``metric`` per track (broker/variant/workload) under a results root."""
+    from noise import trial_rows
+
+    from brokerbench.util import split_trial
+
+    out: dict[str, list[float]] = {}
+    for r in trial_rows(root):
+        value = r.get(metric)
+        if r.get("status") == "ok" and isinstance(value, (int, float)):
+            key = f"{r.get('broker')}/{r.get('variant')}/{split_trial(str(r.get('workload')))[0]}"
+            out.setdefault(key, []).append(float(value))
+    return out
+
+
 def table(records: list[dict]) -> str:
     cols = list(records[0])
     body = [["-" if r[c] is None else str(r[c]) for c in cols] for r in records]
@@ -91,10 +137,27 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=2000, help="simulated runs per trials per side and difference")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--from-trials", metavar="RESULTS_ROOT",
+                   help="real trials (bench/noise.py runs with --trials) instead of the log-normal model")
     args = p.parse_args()
     metric = next((m for m in METRICS if m.column == args.metric), None)
     if metric is None:
         p.error(f"--metric: unknown metric {args.metric!r}")
+    if args.from_trials:
+        records = []
+        for track, values in sorted(real_tracks(args.from_trials, args.metric).items()):
+            for trials in [int(t) for t in args.trials.split(",")]:
+                if len(values) < 2 * trials:
+                    print(f"# {track}: {len(values)} valid trials, too few for {trials} a side")
+                    continue
+                rec = {"track": track, "metric": args.metric,
+                       **measure_real(values, trials, metric.better == "higher", args.confidence, args.reps,
+                                      args.seed)}
+                print(json.dumps(rec), flush=True)
+                records.append(rec)
+        if records:
+            print(table(records))
+        return 0
     cv = args.cv if args.cv is not None else noise_cv(Path(args.noise), args.metric)
     if cv is None:
         p.error(f"{args.noise} has no robust CV for {args.metric}: give --cv")

@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "include"))
 from brokerbench.metrics import METRICS  # noqa: E402
 from brokerbench.regression import MAD_TO_SIGMA  # noqa: E402
 from brokerbench.report.data import read_table  # noqa: E402
+from brokerbench.util import split_trial  # noqa: E402
 
 
 def run_suite(suite: str, broker: str, variant: str, minutes: float, warmup: float, results_root: str,
@@ -89,7 +90,8 @@ def analyse(rows: list[dict]) -> list[dict]:
     out = []
     tracks: dict[tuple, list[dict]] = {}
     for r in rows:
-        tracks.setdefault((r.get("broker"), r.get("variant"), r.get("workload")), []).append(r)
+        # the trials of one run are samples of one track (workload <id>.trial<k>)
+        tracks.setdefault((r.get("broker"), r.get("variant"), split_trial(str(r.get("workload")))[0]), []).append(r)
     for (broker, variant, workload), trs in sorted(tracks.items(), key=lambda kv: tuple(map(str, kv[0]))):
         ok = [r for r in trs if r.get("status") == "ok"]
         not_ok = [str(r.get("status"))[:90] for r in trs if r.get("status") != "ok"]
