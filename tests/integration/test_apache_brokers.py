@@ -9,7 +9,9 @@ strace during a short phase; an injected delay (a TCP proxy the broker
 advertises) shows up in the worker's figures.
 
 JVM brokers are heavy on two cores: each test starts what it needs and stops
-it at the end (the ``local_env`` fixture's teardown, whatever happened).
+it at the end (the ``local_env`` fixture's teardown, whatever happened); the
+injected-delay tests share one deployment per broker behind a proxy whose
+delay they switch (``behind_proxy``), stopped before the next broker starts.
 """
 
 from __future__ import annotations
@@ -152,43 +154,84 @@ def test_kafka_fsync_on_syncs_every_batch_and_fsync_off_does_not(local_env):
 
 # -- injected delay --------------------------------------------------------------------------
 
-def delayed_and_direct(env, broker, deploy, rate=500, duration_s=3, rounds=2, library=None):
-    """The worker's figures (``library``: the broker's Python driver unless given, e.g. the JVM engine's) against the
-    broker directly and through a 50 ms DelayProxy that the broker advertises: of each side, the least disturbed of
-    `rounds` measurements, and under "floor" the lowest latency of all its rounds (load on the host only ever adds
-    latency, so the floor moves by the delay alone)."""
-    proxy = DelayProxy(lambda: broker_state(env, broker)["ports"][broker], 0.050)
+def delayed_and_direct(env, broker, ep, proxy, library, rate=500, duration_s=3, rounds=2):
+    """The worker's figures (``library``: a Python driver or the JVM engine) against one broker that advertises a
+    DelayProxy, with the proxy adding nothing ("direct") and then 50 ms to every broker-to-client byte
+    ("delayed"): of each side, the least disturbed of `rounds` measurements, and under "floor" the lowest latency
+    of all its rounds (load on the host only ever adds latency, so the floor moves by the delay alone). One
+    deployment serves both sides and every library: the proxy's delay is read for every chunk it forwards."""
+    results = {}
     try:
-        results = {}
-        for name in ("direct", "delayed"):
-            ep = deploy(proxy if name == "delayed" else None).to_dict()
-            if name == "delayed" and broker == "pulsar":  # the lookup too goes through the proxy
-                ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"
-            library = library or ("confluent-kafka" if broker == "kafka" else "pulsar-client")
+        for name, delay in (("direct", 0.0), ("delayed", 0.050)):
+            proxy.delay_s = delay
             # a JVM broker just started is still compiling its hot paths: warm it up first, as a run does
             warmup = make_job(broker, ep, library, rate=rate, duration_s=2)
             prepare_job(warmup)
-            run_job(warmup, str(env.state_dir / f"{name}-warmup.jsonl"), progress=lambda s: None)
+            run_job(warmup, str(env.state_dir / f"{library}-{name}-warmup.jsonl"), progress=lambda s: None)
             # another process on the host (the other test worker's brokers) only ever adds latency: of
             # `rounds` measurements of each side, the one with the lowest publish p50 is the least disturbed
             best, floor = None, {}
             for i in range(rounds):
                 job = make_job(broker, ep, library, rate=rate, duration_s=duration_s)
                 prepare_job(job)
-                out = env.state_dir / f"{name}-{i}.jsonl"
+                out = env.state_dir / f"{library}-{name}-{i}.jsonl"
                 run_job(job, str(out), progress=lambda s: None)
                 recs = records(out)
                 got = {f: merged(recs, f) for f in ("publish_latency_us", "e2e_latency_us")}
-                print(f"{broker} {name} round {i}: publish p50 {got['publish_latency_us'].percentile(50) / 1e3:.1f} ms")
+                print(f"{broker} {library} {name} round {i}: publish p50 "
+                      f"{got['publish_latency_us'].percentile(50) / 1e3:.1f} ms")
                 for f, h in got.items():
                     floor[f] = h.min if f not in floor else min(floor[f], h.min)
                 if best is None or (got["publish_latency_us"].percentile(50)
                                     < best["publish_latency_us"].percentile(50)):
                     best = got
             results[name] = {**best, "floor": floor}
-        return results
     finally:
+        proxy.delay_s = 0.0
+    return results
+
+
+@pytest.fixture(scope="module")
+def behind_proxy(tmp_path_factory):
+    """Deploys a broker on its own local environment that advertises a DelayProxy (no delay until a test sets
+    ``proxy.delay_s``), once per broker for the module's tests in a row; torn down when the next broker is asked
+    for and at the module's end."""
+    from brokerbench.environments.local import LocalEnvironment
+
+    made: dict = {}
+
+    def stop(broker: str) -> None:
+        env, proxy, *_ = made.pop(broker)
         proxy.close()
+        env.teardown()
+
+    def get(broker: str):
+        if broker not in made:
+            for other in list(made):  # one JVM broker at a time on two cores: the module's tests go broker by broker
+                stop(other)
+            env = LocalEnvironment(f"test_dag/manual__delay_{broker}",
+                                   {"state_dir": str(tmp_path_factory.mktemp(f"delay-{broker}") / "state"),
+                                    "disk_baseline_mb": 8})
+            env.provision()
+            proxy = DelayProxy(lambda: broker_state(env, broker)["ports"][broker], 0.0)
+            made[broker] = (env, proxy)
+            if broker == "kafka":  # clients find the broker through its advertised listener: the proxy
+                ep = env.deploy("kafka", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"},
+                                "fsync-off", {}).to_dict()
+            else:  # lookups answer with the advertised listener, so clients reach the broker through the proxy
+                ep = env.deploy("pulsar", {"journalSyncData": False, "internalListenerName": "internal",
+                                           "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
+                                "fsync-off", {}).to_dict()
+                ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"  # the lookup too goes through the proxy
+            made[broker] = (env, proxy, ep)
+        env, proxy, ep = made[broker]
+        return env, broker, ep, proxy
+
+    try:
+        yield get
+    finally:
+        for broker in list(made):
+            stop(broker)
 
 
 def growth_ms(label: str, r: dict) -> tuple[float, float]:
@@ -204,15 +247,8 @@ def growth_ms(label: str, r: dict) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("library", ["confluent-kafka", "kafka-clients-java"])  # the Python driver, the JVM engine
-def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(local_env, library):
-    def deploy(proxy):
-        if proxy is None:
-            return local_env.deploy("kafka", {}, "fsync-off", {})
-        # clients find the broker through its advertised listener: the proxy
-        return local_env.deploy("kafka", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"},
-                                "fsync-off", {})
-
-    r = delayed_and_direct(local_env, "kafka", deploy, library=library)
+def test_kafka_latency_grows_by_a_delay_injected_between_broker_and_clients(behind_proxy, library):
+    r = delayed_and_direct(*behind_proxy("kafka"), library=library)
     pub, e2e = growth_ms(f"apache-kafka, {library}", r)
     assert 45 <= pub <= 75, pub  # the acknowledgement comes 50 ms later
     assert 45 <= e2e <= 120, e2e  # the fetch response too (and the next fetch waits for it)
@@ -278,17 +314,10 @@ def test_pulsar_journal_sync_on_syncs_every_entry_and_off_does_not(local_env):
     assert counts["fsync-off"] < n / 10
 
 
-def test_pulsar_latency_grows_by_a_delay_injected_between_broker_and_clients(local_env):
-    def deploy(proxy):
-        if proxy is None:
-            return local_env.deploy("pulsar", {"journalSyncData": False}, "fsync-off", {})
-        # lookups answer with the advertised listener, so clients reach the broker through the proxy
-        return local_env.deploy("pulsar", {"journalSyncData": False, "internalListenerName": "internal",
-                                           "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
-                                "fsync-off", {})
-
-    r = delayed_and_direct(local_env, "pulsar", deploy)
-    pub, e2e = growth_ms("apache-pulsar", r)
+@pytest.mark.parametrize("library", ["pulsar-client", "pulsar-client-java"])  # the Python driver, the JVM engine
+def test_pulsar_latency_grows_by_a_delay_injected_between_broker_and_clients(behind_proxy, library):
+    r = delayed_and_direct(*behind_proxy("pulsar"), library=library)
+    pub, e2e = growth_ms(f"apache-pulsar, {library}", r)
     assert 45 <= pub <= 75, pub  # the receipt comes 50 ms later
     assert 45 <= e2e <= 120, e2e  # and so does every pushed message
     assert r["delayed"]["e2e_latency_us"].count == r["direct"]["e2e_latency_us"].count == 1500

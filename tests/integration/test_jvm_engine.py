@@ -8,6 +8,9 @@
   aggregation's own code (spark_jobs/brokerbench_spark/phase_tables.py, without Spark) to rows with the same
   columns and publish rates within 1 % of each other.
 
+The engine's injected-delay tests are test_apache_brokers.py's (Kafka, Pulsar) and test_worker_measurement.py's
+(RabbitMQ), each parametrized with the broker's Python driver and the engine.
+
 Nothing here times anything: the engine's rates are the benchmark's (bench/crosscheck.py).
 """
 
@@ -26,9 +29,7 @@ import pytest
 from brokerbench.histogram import LogHistogram
 from brokerbench.worker import jvm
 from brokerbench.worker.runner import prepare_job, run_job
-from tests.integration.test_apache_brokers import growth_ms
-from tests.integration.test_local_environment import broker_state
-from tests.integration.test_worker_measurement import DelayProxy, make_job, merged, records
+from tests.integration.test_worker_measurement import make_job, merged, records
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "spark_jobs") not in sys.path:
@@ -52,23 +53,17 @@ def engine():
 
 @pytest.fixture(scope="module")
 def pulsar(tmp_path_factory, engine):
-    """Apache Pulsar standalone on loopback for the whole module (small heap), torn down at its end; it advertises
-    a DelayProxy (no delay unless a test sets ``proxy.delay_s``), so that every client connection goes through it."""
+    """Apache Pulsar standalone on loopback for the whole module (small heap), torn down at its end."""
     from brokerbench.environments.local import LocalEnvironment
 
     state = tmp_path_factory.mktemp("jvm-engine")
     env = LocalEnvironment("test_dag/manual__jvm_engine", {"state_dir": str(state / "state"), "disk_baseline_mb": 8,
                                                           "pulsar_heap_mb": 768})
     env.provision()
-    proxy = DelayProxy(lambda: broker_state(env, "pulsar")["ports"]["pulsar"], 0.0)
     try:
-        ep = env.deploy("pulsar", {"journalSyncData": False, "internalListenerName": "internal",
-                                   "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
-                        "fsync-off", {}).to_dict()
-        ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"  # the lookup too goes through the proxy
-        yield ep, state, proxy
+        ep = env.deploy("pulsar", {"journalSyncData": False}, "fsync-off", {}).to_dict()
+        yield ep, state
     finally:
-        proxy.close()
         env.teardown()
 
 
@@ -135,7 +130,7 @@ def _summary(path: str) -> dict:
 
 
 def test_the_python_driver_and_the_jvm_engine_aggregate_to_the_same_rows(pulsar):
-    ep, state, _ = pulsar
+    ep, state = pulsar
     same_rows(ep, state, "pulsar-client", "pulsar-client-java")
 
 
@@ -195,32 +190,3 @@ def same_rows(ep, state: Path, python_library: str, java_library: str) -> dict[s
                       + ", ".join(f"{lib} {r['publish_rate_msg_s']:,.1f} msg/s" for lib, r in rows.items()),
                       stacklevel=1)
     return rows
-
-
-def test_its_latency_grows_by_a_delay_injected_between_broker_and_clients(pulsar):
-    """test_apache_brokers' injected-delay test with the JVM engine: 50 ms on every broker-to-client byte. One phase
-    a side: the assertions are on the floors (the lowest latency of the phase), which load on the host does not
-    lower (the broker is warm from the tests before)."""
-    ep, state, proxy = pulsar
-    results = {}
-    try:
-        for name, delay in (("direct", 0.0), ("delayed", 0.050)):
-            proxy.delay_s = delay  # every connection the phase's engine opens carries it
-            job = make_job("pulsar", ep, "pulsar-client-java", rate=500, duration_s=3,
-                           topic=f"jvm-delay-{uuid.uuid4().hex[:8]}")
-            prepare_job(job)
-            out = state / f"delay-{name}.jsonl"
-            run_job(job, str(out), progress=lambda s: None)
-            got = {f: merged(records(out), f) for f in ("publish_latency_us", "e2e_latency_us")}
-            results[name] = {**got, "floor": {f: h.min for f, h in got.items()}}
-    finally:
-        proxy.delay_s = 0.0
-    pub, e2e = growth_ms("pulsar-client-java", results)
-    # every message waited the delay: the delayed phase's floors are at least 50 ms (send stamp and receipt on
-    # one clock, the engine's); the growth over the direct floors is bounded above only, as load on the host
-    # can raise a direct floor by a few ms (a growth of 44.11 ms was seen with two pytest workers beside it)
-    floors = results["delayed"]["floor"]
-    assert floors["publish_latency_us"] >= 49_500 and floors["e2e_latency_us"] >= 49_500, floors
-    assert pub <= 75, pub  # the receipt comes 50 ms later
-    assert e2e <= 120, e2e  # and so does every pushed message
-    assert results["delayed"]["e2e_latency_us"].count == results["direct"]["e2e_latency_us"].count == 1500
