@@ -104,7 +104,8 @@ class Ceiling:
     """
 
     #: docs/benchmarks-harness.md section 1, "On the real brokers" (``bench/harness_ceiling.py``): one process,
-    #: producers only, unthrottled, full measurement; the lower of the two invocations printed there
+    #: producers only, unthrottled, full measurement; the lower of the two invocations printed there (the JVM
+    #: engine: ``bench/crosscheck.py``'s producer-only probe on an idle machine, the same measurement)
     producer_only_msg_s: int
     #: docs/benchmarks-harness.md section 2, "On the real brokers" (``bench/seed_latency.py --seconds 20``): one
     #: process producing and consuming 1 topic / 1 partition at an offered 50,000 msg/s: the publish rate it
@@ -123,19 +124,15 @@ CLIENT_CEILINGS: dict[tuple[str, str], Ceiling] = {
     ("pulsar", "pulsar-client"): Ceiling(producer_only_msg_s=13_096, with_consumer_msg_s=14_950),
     # section 1: 19,625 and 18,015 msg/s; section 2: fell behind at 12,966 msg/s
     ("rabbitmq", "pika"): Ceiling(producer_only_msg_s=18_015, with_consumer_msg_s=12_966),
-    # the JVM engine (docs/worker.md), one invocation each on the shared host at load average 11 to 17: section 1
-    # printed 41,521 msg/s (rounds 27,774 and 41,521); section 2 fell behind at 17,344 msg/s with the engine's
-    # process at 22.7 % of a core and publish latency p50 345 ms: the broker on the loaded host was the limit, not
-    # the client, so both are lower bounds of the engine's ceiling
-    ("pulsar", "pulsar-client-java"): Ceiling(producer_only_msg_s=41_521, with_consumer_msg_s=17_344),
-    # the JVM engine on Kafka, one invocation each (load average 2.93 before the first): section 1 printed 201,143
-    # msg/s (rounds 137,394 and 201,143); section 2 published and consumed 50,000 msg/s but did not hold it
-    # (publish-delay p99 190.85 ms, the process at 83.5 % of a core)
-    ("kafka", "kafka-clients-java"): Ceiling(producer_only_msg_s=201_143, with_consumer_msg_s=50_000),
-    # the JVM engine on RabbitMQ, one invocation each at load average 9 to 11: section 1 printed 11,663 msg/s
-    # (rounds 7,369 and 11,663); section 2 fell behind at 7,130 msg/s with the process at 22.4 % of a core and
-    # publish latency p50 1.4 s (10,000 unconfirmed at 1.4 s each allow about 7,100 msg/s): lower bounds
-    ("rabbitmq", "amqp-client-java"): Ceiling(producer_only_msg_s=11_663, with_consumer_msg_s=7_130),
+    # the JVM engine (docs/worker.md): producing only, the cross-check's unthrottled one-process probe on an idle
+    # machine (section 1's last paragraph, section 5's idle table: 1,157,853, 598,724 and 65,400 msg/s); with a
+    # consumer, section 2's workload on a loaded host (load average 3 to 17), lower bounds of the engine's ceiling:
+    # Pulsar fell behind at 17,344 msg/s with the engine's process at 22.7 % of a core (the broker the limit);
+    # Kafka published and consumed 50,000 msg/s but did not hold the schedule (publish-delay p99 190.85 ms);
+    # RabbitMQ fell behind at 7,130 msg/s (10,000 unconfirmed at 1.4 s each allow about 7,100 msg/s)
+    ("pulsar", "pulsar-client-java"): Ceiling(producer_only_msg_s=598_724, with_consumer_msg_s=17_344),
+    ("kafka", "kafka-clients-java"): Ceiling(producer_only_msg_s=1_157_853, with_consumer_msg_s=50_000),
+    ("rabbitmq", "amqp-client-java"): Ceiling(producer_only_msg_s=65_400, with_consumer_msg_s=7_130),
 }
 
 #: where the ceilings were printed (warnings name it)
