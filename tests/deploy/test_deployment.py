@@ -84,7 +84,7 @@ def test_a_celery_deployment_measures_one_run_at_a_time_and_keeps_everything_in_
 
     # 1. a manual run with params
     m1 = d.ok("POST", f"/dags/{SMOKE}/dagRuns",
-              json={"logical_date": None, "conf": {**RABBIT, "test_duration_minutes": 0.5}})["dag_run_id"]
+              json={"logical_date": None, "conf": {**RABBIT, "test_duration_minutes": 0.25}})["dag_run_id"]
 
     # 1b. a crash on a Celery worker: the process running m1's measured phase gets SIGKILL 5 s into the phase
     #     (its load generator goes on sending). Airflow fails that try and retries it; the retry must stop the
@@ -113,7 +113,7 @@ def test_a_celery_deployment_measures_one_run_at_a_time_and_keeps_everything_in_
     d.ok("PATCH", f"/dags/{NIGHTLY}", json={"is_paused": False})
     scheduled = d.wait_for("the nightly DAG's due run", lambda: next(
         (r["dag_run_id"] for r in d.runs(NIGHTLY) if r["run_type"] == "scheduled"), None), 120)
-    backfill_conf = {**RABBIT, "test_duration_minutes": 0.25, "rate_override_msg_s": 2_000_000}
+    backfill_conf = {**RABBIT, "test_duration_minutes": 0.1, "rate_override_msg_s": 2_000_000}
     d.airflow("backfill", "create", "--dag-id", NIGHTLY, "--from-date", "2026-11-01", "--to-date", "2026-11-01",
               "--max-active-runs", "1", "--dag-run-conf", json.dumps(backfill_conf))
     backfills = d.wait_for("the backfill's run", lambda: [r["dag_run_id"] for r in d.runs(NIGHTLY)

@@ -38,7 +38,7 @@ AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DAG = "brokerbench_aws_seed_latency"
 BUCKET = "bb-cluster-results"
 COUNTS = {"broker": 3, "metadata": 1, "client": 1}
-RATE_MSG_S, PHASE_S = 40, 15
+RATE_MSG_S, PHASE_S = 40, 6
 
 
 def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leaves_nothing(

@@ -23,7 +23,7 @@ def test_a_first_run_from_a_plain_shell_is_not_judged_and_says_so(tmp_path):
     home.mkdir()
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}  # what `env -i` leaves, plus HOME
     p = subprocess.run([BROKERBENCH, "bench", "--suite", "smoke", "--brokers", "rabbitmq", "--variants", "fsync-off",
-                        "--duration", "0.25", "--conf", json.dumps({"results_root": str(results),
+                        "--duration", "0.1", "--conf", json.dumps({"results_root": str(results),
                                                                     "warmup_duration_minutes": 0.05})],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=850)
     out = p.stdout.strip().splitlines()

@@ -47,7 +47,7 @@ def nightly(tmp_path_factory):
         before = {"kafka": kafka_listing(cluster["kafka"].bootstrap_servers), "rabbitmq": rabbitmq_listing(cluster)}
         results, log = base / "results", base / "dags-test.log"
         conf = {"results_root": str(results), "environment": "external", "brokers": ["kafka", "rabbitmq"],
-                "variants": ["fsync-off"], "test_duration_minutes": 0.25, "warmup_duration_minutes": 0.05,
+                "variants": ["fsync-off"], "test_duration_minutes": 0.1, "warmup_duration_minutes": 0.05,
                 "rate_override_msg_s": 500}
         environ = {**os.environ, "BROKERBENCH_HOME": str(base / "home"),
                    "AIRFLOW_CONN_BROKERBENCH_KAFKA": json.dumps(

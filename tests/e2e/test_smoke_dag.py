@@ -53,7 +53,7 @@ def smoke(tmp_path_factory):
     results, home, log = base / "results", base / "home", base / "dags-test.log"
     # Kafka through confluent-kafka and Pulsar through the JVM engine's Java client ("java"), chosen by param over
     # the smoke suite's defaults (kafka-python, pulsar-client)
-    conf = {"results_root": str(results), "test_duration_minutes": 0.25, "warmup_duration_minutes": 0.05,
+    conf = {"results_root": str(results), "test_duration_minutes": 0.1, "warmup_duration_minutes": 0.05,
             "client_libraries": {"kafka": "confluent-kafka", "pulsar": "java"}}
     started = time.monotonic()
     proc = dags_test("brokerbench_smoke", conf, home, log)
