@@ -22,6 +22,7 @@ Command line, for a cluster by hand::
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -118,7 +119,8 @@ class SparkStandalone:
                 if any(w.get("state") == "ALIVE" for w in status.get("workers", [])):
                     return self
                 last = status
-            except OSError as exc:
+            except (OSError, ValueError, http.client.HTTPException) as exc:
+                # not answering yet, or answering before its JSON is ready (an empty or partial body)
                 last = exc
             time.sleep(0.5)
         self.stop()
