@@ -9,8 +9,9 @@ list in taskset's syntax (``"0"``, ``"0-1"``, ``"0,2-3"``)::
 ``broker``: every process a broker deployment starts (broker, ZooKeeper, bookie; their threads and children
 inherit it); ``client``: the worker processes (and the JVM engine they start). A side not named is not
 pinned. The setting is checked for its syntax when the settings are read, and against the CPUs this host
-offers when the host is set up (:func:`check_on_host`), so a CPU the host does not have is refused naming
-the setting and the host before any broker starts. What was applied is recorded in ``provenance/hosts.json``
+offers by the validate task (:func:`check_on_host`, from the local environment's ``check_plan``), so a CPU
+the host does not have is refused naming the setting and the host before the lease and before any broker
+starts. What was applied is recorded in ``provenance/hosts.json``
 (:func:`describe`).
 """
 
