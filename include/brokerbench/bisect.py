@@ -16,6 +16,8 @@ and a bad one changed a metric.
 * :class:`BenchSteps` is the step runner of the command line: one A/B run (params ``broker_versions`` for side A,
   ``compare_with.broker_versions`` for side B, one broker, one variant) through a ``bench(conf) -> (exit code,
   run dir)`` function, judged from the run's ``summary/regression.json`` (rule ``A/B``).
+* :func:`resume` replays the steps measured so far and names the next pair: the manual DAG (dag_factory
+  ``build_bisect_dag``) runs one step per task with it.
 * :func:`write_record` writes ``bisect.json`` and a self-contained ``bisect.html`` with every step's table.
 """
 
@@ -61,6 +63,11 @@ class ReleasesUnavailable(RuntimeError):
     """The release list could not be read (the network, the repository): the message names the URL."""
 
 
+def flag(name: str) -> str:
+    """How the command line names an argument in a refusal (``--good``); the manual DAG names params."""
+    return f"--{name}"
+
+
 # -- the releases ----------------------------------------------------------------------------------------------
 
 
@@ -69,15 +76,15 @@ def maven_base_url() -> str:
     return (os.environ.get(MAVEN_URL_ENV) or MAVEN_CENTRAL).rstrip("/")
 
 
-def metadata_url(broker: str, base: str | None = None) -> str:
+def metadata_url(broker: str, base: str | None = None, label: Callable[[str], str] = flag) -> str:
     """The ``maven-metadata.xml`` of the broker's artifact (kafka: org.apache.kafka:kafka_2.13, pulsar:
     org.apache.pulsar:pulsar-broker); Refused for a broker without one."""
     from brokerbench.environments.machine.distributions import ARTIFACTS
 
     if broker in NOT_BISECTABLE:
-        raise Refused(f"--broker {broker}: {NOT_BISECTABLE[broker]}")
+        raise Refused(f"{label('broker')} {broker}: {NOT_BISECTABLE[broker]}")
     if broker not in ARTIFACTS:
-        raise Refused(f"--broker {broker!r} is not a broker with releases on Maven Central "
+        raise Refused(f"{label('broker')} {broker!r} is not a broker with releases on Maven Central "
                       f"({', '.join(sorted(ARTIFACTS))})")
     group, artifact = ARTIFACTS[broker]
     return f"{base.rstrip('/') if base else maven_base_url()}/{group.replace('.', '/')}/{artifact}/maven-metadata.xml"
@@ -107,14 +114,14 @@ def fetch_releases(broker: str, base: str | None = None, timeout: float = 30.0) 
     return releases
 
 
-def check_metric(metric: str) -> None:
+def check_metric(metric: str, label: Callable[[str], str] = flag) -> None:
     """Refused unless ``metric`` is one of the judged metrics (brokerbench.metrics.METRICS)."""
     names = [m.column for m in METRICS]
     if metric in names:
         return
     close = difflib.get_close_matches(metric, names, n=2, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    raise Refused(f"--metric {metric!r} is not a judged metric{hint} (metrics: {', '.join(names)})")
+    raise Refused(f"{label('metric')} {metric!r} is not a judged metric{hint} (metrics: {', '.join(names)})")
 
 
 def close_releases(value: str, releases: Sequence[str], n: int = 3) -> list[str]:
@@ -125,19 +132,97 @@ def close_releases(value: str, releases: Sequence[str], n: int = 3) -> list[str]
     return sorted(near, key=version_key)
 
 
-def releases_between(releases: Sequence[str], good: str, bad: str, broker: str = "") -> list[str]:
+def releases_between(releases: Sequence[str], good: str, bad: str, broker: str = "",
+                     label: Callable[[str], str] = flag) -> list[str]:
     """The releases from ``good`` to ``bad``, both included, in version order; Refused naming the argument."""
-    for flag, value in (("--good", good), ("--bad", bad)):
+    for flag_name, value in ((label("good"), good), (label("bad"), bad)):
         if value not in releases:
             close = close_releases(value, releases)
             hint = f"; close releases: {', '.join(close)}" if close else ""
-            raise Refused(f"{flag} {value!r} is not a final {broker + ' ' if broker else ''}release on Maven "
+            raise Refused(f"{flag_name} {value!r} is not a final {broker + ' ' if broker else ''}release on Maven "
                           f"Central{hint} ({len(releases)} releases: {releases[0]} to {releases[-1]})")
     if version_key(good) >= version_key(bad):
-        raise Refused(f"--good {good} is not older than --bad {bad}: give the release without the change as "
-                      f"--good and a later one with it as --bad")
+        raise Refused(f"{label('good')} {good} is not older than {label('bad')} {bad}: give the release without "
+                      f"the change as {label('good')} and a later one with it as {label('bad')}")
     i, j = releases.index(good), releases.index(bad)
     return list(releases[i:j + 1])
+
+
+#: the params each step's A/B run sets itself (the conf given for every step may not)
+STEP_PARAMS = ("brokers", "variants", "workloads", "broker_versions", "compare_with")
+
+
+@dataclass
+class BisectPlan:
+    """What a bisection measures: the broker's releases from ``good`` to ``bad`` (both included, in version order),
+    the metric judged, and each step's A/B run (the suite, its one variant, a workload or all of the suite's, the
+    other params in ``conf``). Built by :func:`plan` from the command line's arguments or the manual DAG's params."""
+
+    broker: str
+    good: str
+    bad: str
+    metric: str
+    suite: str
+    variant: str
+    workload: str | None
+    conf: dict[str, Any]
+    releases: list[str]
+    maven_metadata: str
+
+    def params(self) -> dict[str, Any]:
+        """What the record (bisect.json, bisect.html) lists as the bisection's parameters."""
+        return {"broker": self.broker, "good": self.good, "bad": self.bad, "metric": self.metric,
+                "suite": self.suite, "variant": self.variant, "workload": self.workload, "conf": self.conf,
+                "maven_metadata": self.maven_metadata}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BisectPlan:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+
+    def step_runner(self, bench: Callable[[dict[str, Any]], tuple[int, Path | None]]) -> BenchSteps:
+        """Each step one A/B run through ``bench(conf) -> (exit code, run dir or None)``."""
+        return BenchSteps(bench, self.broker, self.metric, self.variant, self.workload, self.conf)
+
+    def record_dir(self, results_root: str | Path, when: dt.datetime | None = None) -> Path:
+        return record_dir(Path(results_root), self.broker, self.good, self.bad, when)
+
+
+def plan(broker: str, good: str, bad: str, metric: str, suite: str = "smoke", variant: str | None = None,
+         workload: str | None = None, conf: Mapping[str, Any] | None = None, label: Callable[[str], str] = flag,
+         fetch: Callable[[str], list[str]] = fetch_releases) -> BisectPlan:
+    """Check a bisection's arguments and list its releases (``fetch``: Maven Central's metadata). Refused naming the
+    argument (``label``: ``--good`` on the command line, ``params.good`` in the DAG); ReleasesUnavailable when the
+    release list cannot be read. ``conf`` gets ``trials`` = the A/B default when it has none."""
+    from brokerbench import spec
+    from brokerbench.spec.plan import AB_DEFAULT_TRIALS
+
+    conf = dict(conf or {})
+    taken = [k for k in STEP_PARAMS if k in conf]
+    if taken:
+        raise Refused(f"{label('conf')}'s {', '.join(repr(k) for k in taken)}: bisect sets them itself "
+                      f"({label('broker')}, {label('variant')}, {label('workload')} and each step's releases)")
+    conf.setdefault("trials", AB_DEFAULT_TRIALS)  # per side; said, not left to the suite's (often 1 trial)
+    check_metric(metric, label)
+    url = metadata_url(broker, label=label)
+    try:
+        the_suite = spec.load_suite(suite)
+    except spec.SpecError as e:
+        raise Refused(f"{label('suite')}: {e}") from None
+    if broker not in the_suite.brokers:
+        raise Refused(f"{label('suite')} {the_suite.name} does not run {broker} (its brokers: "
+                      f"{', '.join(the_suite.brokers)})")
+    variant = variant or the_suite.variants[0]
+    if variant not in spec.list_variants():
+        raise Refused(f"{label('variant')} {variant!r} is not a variant (variants: {', '.join(spec.list_variants())})")
+    if workload and workload not in the_suite.workloads:
+        raise Refused(f"{label('workload')} {workload!r} is not a workload of suite {the_suite.name} "
+                      f"(its workloads: {', '.join(the_suite.workloads)})")
+    span = releases_between(fetch(broker), good, bad, broker, label)
+    return BisectPlan(broker=broker, good=good, bad=bad, metric=metric, suite=the_suite.name, variant=variant,
+                      workload=workload or None, conf=conf, releases=span, maven_metadata=url)
 
 
 # -- the search ------------------------------------------------------------------------------------------------
@@ -319,6 +404,39 @@ def bisect(releases: Sequence[str], runner: StepRunner, broker: str = "", metric
     return b
 
 
+class _Pending(Exception):
+    """Raised by :func:`resume`'s runner when the recorded steps are used up: the next pair to measure."""
+
+    def __init__(self, version_a: str, version_b: str):
+        super().__init__(version_a, version_b)
+        self.pair = (version_a, version_b)
+
+
+def resume(releases: Sequence[str], recorded: Sequence[tuple[str, str, StepResult]], broker: str = "",
+           metric: str = "") -> tuple[Bisection, tuple[str, str] | None]:
+    """Replays the steps measured so far (``(version_a, version_b, result)`` in the order they ran) through
+    :func:`bisect`: the bisection so far and the next pair to measure, or None when it has ended. One step per call
+    is what the manual DAG (brokerbench_bisect) runs in each of its step tasks; a recorded step whose pair is not
+    the one the search asks for is refused (the record is not of this bisection)."""
+    queue = list(recorded)
+    seen: list[Bisection] = []
+
+    def runner(version_a: str, version_b: str) -> StepResult:
+        if not queue:
+            raise _Pending(version_a, version_b)
+        a, b, result = queue.pop(0)
+        if (a, b) != (version_a, version_b):
+            raise ValueError(f"recorded step A {a} vs B {b} is not the one this bisection asks for next "
+                             f"(A {version_a} vs B {version_b})")
+        return result
+
+    try:
+        done = bisect(releases, runner, broker, metric, on_step=lambda _s, b: seen.append(b) if not seen else None)
+    except _Pending as p:
+        return (seen[0] if seen else Bisection(broker=broker, metric=metric, releases=list(releases))), p.pair
+    return done, None
+
+
 def _stopped(r: StepResult) -> tuple[str, int] | None:
     if r.exit_code == EXIT_REFUSED:
         return "refused", EXIT_REFUSED
@@ -396,6 +514,63 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+# -- the manual DAG's steps (brokerbench_bisect) -------------------------------------------------------------------
+
+#: step tasks of the manual DAG: enough for 2 + ceil(log2(n - 1)) steps of a bisection over up to 257 releases with
+#: three steps repeated; a search that needs more ends "undecided" with the table so far
+DAG_STEPS = 13
+
+
+def dag_label(name: str) -> str:
+    """How the manual DAG names an argument in a refusal: its param."""
+    return f"params.{name}"
+
+
+def step_record(version_a: str, version_b: str, result: StepResult) -> dict[str, Any]:
+    """What a step task returns (its XCom): the pair it measured and what it found."""
+    return {"version_a": version_a, "version_b": version_b, "result": asdict(result)}
+
+
+def recorded_steps(records: Sequence[Mapping[str, Any] | None]) -> list[tuple[str, str, StepResult]]:
+    """The step tasks' records in order, up to the first task that measured nothing (skipped or failed)."""
+    out = []
+    for r in records:
+        if not r:
+            break
+        out.append((str(r["version_a"]), str(r["version_b"]), StepResult(**r["result"])))
+    return out
+
+
+def dag_step(plan_: BisectPlan, records: Sequence[Mapping[str, Any] | None],
+             bench: Callable[[dict[str, Any]], tuple[int, Path | None]],
+             say: Callable[[str], None] = lambda _m: None) -> dict[str, Any] | None:
+    """One step task of the manual DAG: the next A/B run the bisection asks for after the steps recorded so far, its
+    record; None when the bisection has already ended (the task skips itself)."""
+    so_far, pair = resume(plan_.releases, recorded_steps(records), plan_.broker, plan_.metric)
+    if pair is None:
+        say(f"the bisection has ended: {so_far.message}")
+        return None
+    say(f"A/B run: A {plan_.broker} {pair[0]} vs B {pair[1]} (suite {plan_.suite}, variant {plan_.variant}, "
+        f"judged on {plan_.metric})")
+    result = plan_.step_runner(bench)(*pair)
+    say(f"A {pair[0]} vs B {pair[1]}: {result.verdict}" + (f" ({ratio_text(result)})" if result.ratio else ""))
+    return step_record(pair[0], pair[1], result)
+
+
+def dag_result(plan_: BisectPlan, records: Sequence[Mapping[str, Any] | None]) -> Bisection:
+    """The bisection from every step task's record (the DAG's ``record`` task): its result, or ``undecided`` when
+    the step tasks ran out or one failed before the search ended."""
+    b, pair = resume(plan_.releases, recorded_steps(records), plan_.broker, plan_.metric)
+    if pair is not None:
+        b.status, b.exit_code = "undecided", EXIT_UNDECIDED
+        measured = len(recorded_steps(records))
+        why = (f"the DAG's {DAG_STEPS} step tasks were used up" if measured >= DAG_STEPS
+               else f"step task {measured + 1} measured nothing (it failed, or the run was stopped)")
+        b.message = (f"could not decide: {why} before the search ended; next would have been A {pair[0]} vs "
+                     f"B {pair[1]}; the table above is what is known")
+    return b
 
 
 # -- the table and the record ------------------------------------------------------------------------------------

@@ -82,7 +82,6 @@ from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
 from brokerbench.spec import SpecError, build_plan, list_suites, load_suite
-from brokerbench.spec.plan import AB_DEFAULT_TRIALS
 from brokerbench.spec.roots import default_results_root
 from brokerbench.spec.run_conf import check_conf
 from brokerbench.storage import aws_conn_id, is_s3, split_s3, staging_root
@@ -662,53 +661,31 @@ def _cmd_bisect(args) -> int:
         conf = conf_with_flags(parse_conf(args.conf), args)
     except ConfError as e:
         return refuse(str(e))
-    taken = [k for k in ("brokers", "variants", "workloads", "broker_versions", "compare_with") if k in conf]
-    if taken:
-        return refuse(f"--conf's {', '.join(repr(k) for k in taken)}: bisect sets them itself (--broker, "
-                      f"--variant, --workload and each step's releases)")
-    conf.setdefault("trials", AB_DEFAULT_TRIALS)  # per side; said, not left to the suite's (often 1 trial)
     try:
-        bs.check_metric(args.metric)
-        url = bs.metadata_url(args.broker)
-        suite = load_suite(args.suite)
-    except (bs.Refused, SpecError) as e:
+        plan = bs.plan(args.broker, args.good, args.bad, args.metric, args.suite, args.variant, args.workload, conf)
+    except bs.Refused as e:
         return refuse(str(e))
-    if args.broker not in suite.brokers:
-        return refuse(f"--suite {suite.name} does not run {args.broker} (its brokers: {', '.join(suite.brokers)})")
-    variant = args.variant or suite.variants[0]
-    if variant not in spec.list_variants():
-        return refuse(f"--variant {variant!r} is not a variant (variants: {', '.join(spec.list_variants())})")
-    if args.workload and args.workload not in suite.workloads:
-        return refuse(f"--workload {args.workload!r} is not a workload of suite {suite.name} "
-                      f"(its workloads: {', '.join(suite.workloads)})")
-    try:
-        releases = bs.fetch_releases(args.broker)
     except bs.ReleasesUnavailable as e:
         print(f"brokerbench: {e}", file=sys.stderr)
         return EXIT_FAILED
-    try:
-        span = bs.releases_between(releases, args.good, args.bad, args.broker)
-    except bs.Refused as e:
-        return refuse(str(e))
-    say(f"{len(span)} {args.broker} releases from {args.good} to {args.bad} ({url}): {', '.join(span)}")
-    say(f"each step: one A/B run of suite {suite.name}, {args.broker}, variant {variant}"
-        + (f", workload {args.workload}" if args.workload else "") + f", judged on {args.metric}")
+    span = plan.releases
+    say(f"{len(span)} {args.broker} releases from {args.good} to {args.bad} ({plan.maven_metadata}): "
+        f"{', '.join(span)}")
+    say(f"each step: one A/B run of suite {plan.suite}, {args.broker}, variant {plan.variant}"
+        + (f", workload {plan.workload}" if plan.workload else "") + f", judged on {args.metric}")
     if args.dry_run:
         for line in bs.planned_steps(span):
             say(line)
         say("dry run: nothing was run")
         return 0
-    results_root = str(conf.get("results_root") or default_results_root())
-    out = bs.record_dir(staging_root(results_root), args.broker, args.good, args.bad)
-    params = {"broker": args.broker, "good": args.good, "bad": args.bad, "metric": args.metric,
-              "suite": suite.name, "variant": variant, "workload": args.workload, "conf": conf,
-              "maven_metadata": url}
+    out = plan.record_dir(staging_root(str(conf.get("results_root") or default_results_root())))
+    params = plan.params()
 
     def bench(step_conf: dict[str, Any]) -> tuple[int, Path | None]:
-        return bench_run(argparse.Namespace(suite=suite.name, conf=json.dumps(step_conf), workload=None,
+        return bench_run(argparse.Namespace(suite=plan.suite, conf=json.dumps(step_conf), workload=None,
                                             driver=None, verbose=args.verbose, fail_on="regression"))
 
-    runner = bs.BenchSteps(bench, args.broker, args.metric, variant, args.workload, conf)
+    runner = plan.step_runner(bench)
 
     def announced(version_a: str, version_b: str) -> bs.StepResult:
         say(f"bisect: A/B run: A {args.broker} {version_a} vs B {version_b}")

@@ -198,6 +198,64 @@ def build_sweeper_dag() -> DAG:
     return dag
 
 
+def build_bisect_dag() -> DAG:
+    """brokerbench_bisect: manual only; which release between a good and a bad one changed a metric (docs/cli.md
+    "bisect"). ``releases`` checks the params and lists the releases on Maven Central; ``step_1`` to ``step_N``
+    each run the one A/B run the search asks for next (a run of the suite's DAG through ``brokerbench bench``'s
+    machinery, in the step's own process, so each run enters the history as any run does) and skip themselves
+    once it has ended; ``record`` writes bisect.json and bisect.html and fails unless the search ended."""
+    from brokerbench.bisect import DAG_STEPS
+    from brokerbench.metrics import METRICS
+    from brokerbench.operators.bisect import (
+        PLAN_TASK_ID,
+        BisectRecordOperator,
+        BisectReleasesOperator,
+        BisectStepOperator,
+        step_task_id,
+    )
+    from brokerbench.spec.plan import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
+
+    with DAG(
+        dag_id="brokerbench_bisect",
+        description="The first release of a broker between a good and a bad one that changed a metric: A/B runs in "
+                    "a binary search",
+        schedule=None,
+        start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        default_args={**DEFAULT_ARGS, "retries": 0},  # a step is an A/B run with its own teardown: retry by hand
+        params={
+            "broker": Param("kafka", type="string", enum=["kafka", "pulsar"],
+                            description="The broker whose releases are bisected (RabbitMQ's come from Debian)"),
+            "good": Param("4.1.0", type="string", minLength=1, description="A release without the change"),
+            "bad": Param("4.1.1", type="string", minLength=1, description="A later release with it"),
+            "metric": Param("publish_latency_p99_ms", type="string", enum=[m.column for m in METRICS],
+                            description="The metric each step judges (side B against side A)"),
+            "suite": Param("smoke", type="string", minLength=1, description="The suite each A/B run measures"),
+            "variant": Param("", type="string", description="The one variant of each run (empty: the suite's "
+                                                             "first)"),
+            "workload": Param("", type="string", description="One workload of the suite (empty: all of them)"),
+            "trials": Param(AB_DEFAULT_TRIALS, type="integer", minimum=AB_MIN_TRIALS,
+                            description="Trials per side of each A/B run"),
+            "conf": Param({}, type="object", description="More params of every A/B run (results_root, "
+                                                         "test_duration_minutes, ...; not brokers, variants, "
+                                                         "workloads, broker_versions or compare_with)"),
+        },
+        tags=["brokerbench", "bisect"],
+        doc_md=build_bisect_dag.__doc__,
+    ) as dag:
+        previous: BaseOperator = BisectReleasesOperator(task_id=PLAN_TASK_ID)
+        steps = []
+        for k in range(1, DAG_STEPS + 1):
+            step = BisectStepOperator(task_id=step_task_id(k), step=k)
+            previous >> step
+            steps.append(step)
+            previous = step
+        record = BisectRecordOperator(task_id="record", trigger_rule=TriggerRule.ALL_DONE)
+        steps >> record
+    return dag
+
+
 def build_all_dags(broken: dict[str, str] | None = None) -> dict[str, DAG]:
     """One DAG per suite file; a broken suite file hides only its own DAG.
 

@@ -399,3 +399,102 @@ def test_the_trials_default_to_the_ab_default(maven, monkeypatch, tmp_path, caps
     assert cli.main(["bisect", "--broker", "kafka", "--good", "3.7.0", "--bad", "3.7.1"]) == 1
     assert len(asked) == 2 and asked[0]["trials"] == 5  # not judged, repeated once, then undecided
     assert "could not decide" in capsys.readouterr().out
+
+
+# -- resuming, and the manual DAG -------------------------------------------------------------------------------
+
+
+def test_resuming_from_the_steps_so_far_asks_the_pair_the_search_would_run_next():
+    releases = FINAL[:9]
+    runner = Canned(releases, "3.9.0")
+    whole = bs.bisect(releases, runner, "kafka", "publish_latency_p99_ms")
+    recorded = [(s.version_a, s.version_b, s.result) for s in whole.steps]
+    for k in range(len(recorded)):
+        so_far, pair = bs.resume(releases, recorded[:k], "kafka", "publish_latency_p99_ms")
+        assert pair == runner.calls[k] and len(so_far.steps) == k and so_far.status == "running"
+    done, pair = bs.resume(releases, recorded, "kafka", "publish_latency_p99_ms")
+    assert pair is None and done.status == "found" and done.first_bad == "3.9.0"
+    with pytest.raises(ValueError, match="A 3.7.0 vs B 3.8.0 is not the one this bisection asks for next"):
+        bs.resume(releases, [("3.7.0", "3.8.0", recorded[0][2])], "kafka", "publish_latency_p99_ms")
+
+
+def test_the_plan_refuses_naming_the_param_in_the_dag_and_the_flag_on_the_command_line(maven):
+    with pytest.raises(bs.Refused, match=r"^params\.good '3\.7\.5' is not a final kafka release"):
+        bs.plan("kafka", "3.7.5", "4.0.0", "publish_latency_p99_ms", label=bs.dag_label)
+    with pytest.raises(bs.Refused, match=r"^params\.conf's 'compare_with': bisect sets them itself"):
+        bs.plan("kafka", "3.7.0", "4.0.0", "publish_latency_p99_ms", conf={"compare_with": {}}, label=bs.dag_label)
+    with pytest.raises(bs.Refused, match=r"^--suite: "):
+        bs.plan("kafka", "3.7.0", "4.0.0", "publish_latency_p99_ms", suite="no-such-suite")
+    p = bs.plan("kafka", "3.7.0", "3.8.0", "publish_latency_p50_ms", conf={"results_root": "/r"})
+    assert p.releases == ["3.7.0", "3.7.1", "3.7.2", "3.8.0"] and p.variant == "fsync-off"
+    assert p.conf == {"results_root": "/r", "trials": 5} and bs.BisectPlan.from_dict(p.to_dict()) == p
+
+
+class FakeTI:
+    """The XComs of one DAG run, by task id (what the operators pull)."""
+
+    def __init__(self):
+        self.xcoms: dict[str, object] = {}
+
+    def xcom_pull(self, task_ids):
+        return self.xcoms.get(task_ids)
+
+
+def test_the_manual_dag_runs_one_ab_run_per_step_task_and_records_the_release(maven, monkeypatch, tmp_path):
+    """brokerbench_bisect's tasks in their order, each with the XComs of those before it (an A/B run per step is a
+    `bench` run writing its regression.json, the difference injected at 3.7.2): the steps after the end skip
+    themselves, and the record names the release."""
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    from brokerbench.dag_factory import build_bisect_dag
+
+    dag = build_bisect_dag()
+    dag.validate()
+    assert dag.schedule is None and dag.max_active_runs == 1
+    ids = [t.task_id for t in dag.tasks]
+    assert ids == ["releases", *(f"step_{k}" for k in range(1, bs.DAG_STEPS + 1)), "record"]
+    assert dag.get_task("record").trigger_rule == "all_done"
+    params = ParamsDict(dag.params).validate()
+    assert params["metric"] == "publish_latency_p99_ms" and params["trials"] == 5
+    with pytest.raises(Exception, match="trials"):
+        ParamsDict(dag.params).update({"trials": 3})
+
+    asked = []
+
+    def bench_run(args):
+        conf = json.loads(args.conf)
+        asked.append(conf)
+        a, b = conf["broker_versions"]["kafka"], conf["compare_with"]["broker_versions"]["kafka"]
+        bad = FINAL.index(b) >= FINAL.index("3.7.2") > FINAL.index(a)
+        return (3 if bad else 0), write_run(tmp_path / "runs" / f"run{len(asked)}",
+                                            [ab_verdict("w", "regressed" if bad else "unchanged")])
+
+    monkeypatch.setattr(cli, "bench_run", bench_run)
+    ti = FakeTI()
+    context = {"ti": ti, "params": {**params, "good": "3.7.0", "bad": "3.8.0",
+                                    "conf": {"results_root": str(tmp_path)}}}
+    ran, skipped = [], []
+    for task in dag.tasks:
+        try:
+            ti.xcoms[task.task_id] = task.execute(context)
+            ran.append(task.task_id)
+        except AirflowSkipException:
+            skipped.append(task.task_id)
+    assert asked[0]["compare_with"] == {"broker_versions": {"kafka": "3.8.0"}} and asked[0]["trials"] == 5
+    assert [(c["broker_versions"]["kafka"], c["compare_with"]["broker_versions"]["kafka"]) for c in asked] == [
+        ("3.7.0", "3.8.0"), ("3.7.0", "3.7.1"), ("3.7.1", "3.7.2")]
+    assert ran == ["releases", "step_1", "step_2", "step_3", "record"]
+    assert skipped == [f"step_{k}" for k in range(4, bs.DAG_STEPS + 1)]
+    assert ti.xcoms["record"]["first_with_change"] == "3.7.2" and ti.xcoms["record"]["status"] == "found"
+    doc = json.loads(Path(ti.xcoms["record"]["record"]).read_text())
+    assert [s["version_b"] for s in doc["steps"]] == ["3.8.0", "3.7.1", "3.7.2"]
+    assert doc["params"]["conf"]["results_root"] == str(tmp_path)
+
+    # a step that failed (its task measured nothing): the record says what is known and fails the run
+    ti.xcoms["step_2"] = None
+    with pytest.raises(AirflowFailException, match="could not decide: step task 2 measured nothing"):
+        dag.get_task("record").execute(context)
+    # refused params fail the first task, naming the param
+    with pytest.raises(AirflowFailException, match=r"params\.bad '3\.8\.5' is not a final kafka release"):
+        dag.get_task("releases").execute({"ti": FakeTI(), "params": {**params, "bad": "3.8.5"}})

@@ -181,3 +181,13 @@ def test_a_task_process_builds_only_its_own_dag():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
                          cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
     assert out.stdout.strip().splitlines()[-1] == "['brokerbench_smoke']"
+
+
+def test_the_bisect_dag_is_manual_and_light_to_parse():
+    """Its tasks and params: tests/unit/test_bisect.py; here: the DAG file alone imports no client or Spark."""
+    code = ("import runpy, sys; g = runpy.run_path('dags/brokerbench_bisect.py'); "
+            "print(g['brokerbench_bisect'].schedule, sorted(m for m in ('pyspark', 'kafka', 'pulsar', 'pika', "
+            "'matplotlib', 'plotly', 'brokerbench.cli') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert out.stdout.strip().splitlines()[-1] == "None []"
