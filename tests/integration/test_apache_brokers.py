@@ -31,7 +31,8 @@ from brokerbench.pipeline.context import RunContext
 from brokerbench.spec import SpecError
 from brokerbench.worker.runner import prepare_job, run_job
 from tests.integration.test_local_environment import assert_loopback_only, assert_nothing_left, broker_state
-from tests.integration.test_worker_measurement import DelayProxy, make_job, merged, records
+from tests.integration.test_worker_measurement import make_job, merged, records
+from tests.support.delay_proxy import DelayProxy
 
 pytestmark = pytest.mark.integration
 
