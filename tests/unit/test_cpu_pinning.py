@@ -63,9 +63,10 @@ def test_a_broker_process_starts_and_stays_on_the_broker_sides_cpus_and_host_set
     entry = broker.spawn(["sleep", "30"], "pinning-probe")
     try:
         proc = psutil.Process(entry["pid"])
-        # taskset execs the command: the recorded process becomes the broker's own, on the broker side's CPUs
+        # taskset execs the command: the recorded process becomes the broker's own, on the broker side's CPUs (its
+        # command line reads empty while the exec is under way)
         deadline = time.monotonic() + 5
-        while proc.cmdline()[0] != "sleep" and time.monotonic() < deadline:
+        while (proc.cmdline() or [""])[0] != "sleep" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert proc.cmdline()[0] == "sleep"
         assert proc.cpu_affinity() == [OFFERED[-1]]
