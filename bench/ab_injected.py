@@ -1,0 +1,217 @@
+"""A/A and A/B comparisons on a real broker with a known, injected difference: the false-positive rate and the power
+of the A/B verdict (brokerbench.abtest.compare) at this machine's noise, measured rather than modelled.
+
+One broker is deployed once (local environment, loopback) behind a DelayProxy (tests/support/delay_proxy.py) that it
+advertises, so every client byte from the broker passes the proxy on both sides. A "run" here is what an A/B run of
+the product measures: ``--trials`` trials per side in ABBA order (A B B A A B B A ...), each trial one worker job of
+``--seconds`` at ``--rate`` msg/s on a topic of its own, judged per metric with the same ``compare`` at 95 %. Side B
+differs from side A only by the proxy's delay on broker-to-client bytes:
+
+- **A/A**: delay 0 on both sides: every ``slower`` / ``faster`` verdict is a false positive;
+- **A/B**: side B's delay is a fraction of side A's level of a metric (``--targets``, default a 10 % p99 and a 5 %
+  p50 publish latency, the issue's goals), computed from a calibration of ``--calibrate`` trials without delay. An
+  acknowledgement that waits d ms adds about d ms to every publish latency, so the share a delay makes differs per
+  metric; the table gives the difference each delay made, measured as the ratio of the pooled medians of all B
+  and all A trials of those runs, next to the share of runs that called B ``slower`` (the power).
+
+Runs of each kind alternate (A/A, A/B 1, A/B 2, A/A, ...) so the machine's drift spreads over all of them. A trial
+whose worker reports it invalid (its producers missed their schedule) is left out of its side, as a run would.
+
+    cd bench && ../.venv/bin/python ab_injected.py --broker kafka --runs 8 [--pin broker=1,client=0] [--out F]
+
+Prints one JSON line per run, then per kind and metric: runs, slower / faster / no difference / not judged, the
+share (false positives for A/A, power for A/B) and the measured difference (ratio B/A of pooled medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from _common import ROOT, job
+
+sys.path.insert(0, str(ROOT))  # tests.support.delay_proxy
+
+from brokerbench.abtest import FASTER, SLOWER, compare  # noqa: E402
+from brokerbench.environments.local import LocalEnvironment  # noqa: E402
+from brokerbench.histogram import LogHistogram  # noqa: E402
+from tests.support.delay_proxy import DelayProxy  # noqa: E402
+
+#: metric -> (the worker's histogram field, percentile)
+METRICS = {"publish_latency_p50_ms": ("publish_latency_us", 50), "publish_latency_p99_ms": ("publish_latency_us", 99),
+           "e2e_latency_p50_ms": ("e2e_latency_us", 50), "e2e_latency_p99_ms": ("e2e_latency_us", 99)}
+LIBRARY = {"kafka": "confluent-kafka", "pulsar": "pulsar-client"}
+
+
+def deploy(broker: str, state_dir: str, pinning: dict[str, str] | None):
+    """The broker on a local environment advertising a DelayProxy; (environment, proxy, endpoint)."""
+    settings = {"state_dir": state_dir, "disk_baseline_mb": 0, **({"cpu_pinning": pinning} if pinning else {})}
+    env = LocalEnvironment(f"bench/ab-injected-{uuid.uuid4().hex[:6]}", settings)
+    env.provision()
+    state = env.state_dir / broker / "broker.json"  # the broker's ports, once it started
+    proxy = DelayProxy(lambda: json.loads(state.read_text())["ports"][broker], 0.0)
+    if broker == "kafka":  # clients find the broker through its advertised listener: the proxy
+        ep = env.deploy("kafka", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}, "fsync-off",
+                        {}).to_dict()
+    else:  # Pulsar's lookups answer with the advertised listener; the lookup itself goes through the proxy too
+        ep = env.deploy("pulsar", {"internalListenerName": "internal",
+                                   "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
+                        "fsync-off", {}).to_dict()
+        ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"
+    return env, proxy, ep
+
+
+def trial(broker: str, ep: dict, library: str, rate: float, seconds: float, out_dir: Path) -> dict | None:
+    """One trial, as a run's phase runs: its topic prepared, then one worker process (``python -m brokerbench.worker
+    run``, its clients opened and closed with it); every metric's value (ms), or None when the worker called it
+    invalid."""
+    j = job(broker, ep, library, rate=rate, duration_s=seconds, interval_s=1.0)
+    name = uuid.uuid4().hex[:8]
+    job_file, out = out_dir / f"{name}.json", out_dir / f"{name}.jsonl"
+    job_file.write_text(json.dumps(j.to_dict()))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), os.environ.get("PYTHONPATH", "")])}
+    for command in (["prepare", "--job", str(job_file)], ["run", "--job", str(job_file), "--out", str(out)]):
+        subprocess.run([sys.executable, "-m", "brokerbench.worker", *command], check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    job_file.unlink()
+    out.unlink()
+    end = recs[-1]
+    if end.get("record") != "end" or (end.get("validity") or {}).get("invalid_reasons"):
+        return None
+    hist: dict[str, LogHistogram] = {}
+    for r in recs:
+        if r["record"] == "interval":
+            for field in {f for f, _ in METRICS.values()}:
+                hist.setdefault(field, LogHistogram()).merge(LogHistogram.from_dict(r[field]))
+    return {m: hist[f].percentile(p) / 1e3 for m, (f, p) in METRICS.items()}
+
+
+def abba(trials: int) -> list[str]:
+    """A B B A A B B A ...: ``trials`` of each side."""
+    order = []
+    while len(order) < 2 * trials:
+        order += ["A", "B", "B", "A"]
+    return order[:2 * trials]
+
+
+def one_run(kind: str, delay_s: float, args, ep: dict, proxy: DelayProxy, out_dir: Path) -> dict:
+    sides: dict[str, list[dict]] = {"A": [], "B": []}
+    invalid = 0
+    for side in abba(args.trials):
+        proxy.delay_s = delay_s if side == "B" else 0.0
+        t = trial(args.broker, ep, args.library, args.rate, args.seconds, out_dir)
+        if t is None:
+            invalid += 1
+        else:
+            sides[side].append(t)
+    proxy.delay_s = 0.0
+    verdicts = {}
+    for m in METRICS:
+        a, b = [t[m] for t in sides["A"]], [t[m] for t in sides["B"]]
+        c = compare(a, b, higher_is_better=False) if a and b else None
+        verdicts[m] = {"verdict": c.verdict if c else "too few trials", "ratio": c and c.ratio,
+                       "ci_low": c and c.ci_low, "ci_high": c and c.ci_high}
+    return {"kind": kind, "delay_ms": round(delay_s * 1e3, 4), "invalid_trials": invalid,
+            "values": {s: [{m: round(t[m], 4) for m in METRICS} for t in v] for s, v in sides.items()},
+            "verdicts": verdicts}
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    rows = []
+    for kind in dict.fromkeys(r["kind"] for r in runs):
+        mine = [r for r in runs if r["kind"] == kind]
+        for m in METRICS:
+            verdicts = [r["verdicts"][m]["verdict"] for r in mine]
+            a = [t[m] for r in mine for t in r["values"]["A"]]
+            b = [t[m] for r in mine for t in r["values"]["B"]]
+            judged = [v for v in verdicts if v in (SLOWER, FASTER, "no difference at this power")]
+            hits = sum(v == SLOWER for v in verdicts) + (sum(v == FASTER for v in verdicts) if kind == "A/A" else 0)
+            rows.append({"kind": kind, "delay_ms": mine[0]["delay_ms"], "metric": m, "runs": len(mine),
+                         "judged": len(judged), "slower": verdicts.count(SLOWER), "faster": verdicts.count(FASTER),
+                         ("false_positive_percent" if kind == "A/A" else "power_percent"):
+                             round(100 * hits / len(judged), 1) if judged else None,
+                         "pooled_ratio_b_a": round(statistics.median(b) / statistics.median(a), 4) if a and b
+                         else None})
+    return rows
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--broker", default="kafka", choices=sorted(LIBRARY))
+    p.add_argument("--library", default=None, help="the client library (default: confluent-kafka / pulsar-client)")
+    p.add_argument("--runs", type=int, default=8, help="runs of each kind (A/A and every target)")
+    p.add_argument("--trials", type=int, default=5, help="trials per side of a run (an A/B run's default: 5)")
+    p.add_argument("--seconds", type=float, default=3.0, help="each trial's measured seconds")
+    p.add_argument("--rate", type=float, default=1000.0, help="msg/s of each trial (100-byte messages)")
+    p.add_argument("--targets", default="publish_latency_p99_ms=0.10,publish_latency_p50_ms=0.05",
+                   help="metric=fraction,...: side B's delay is the fraction of side A's calibrated median")
+    p.add_argument("--calibrate", type=int, default=6, help="trials without delay that set the delays")
+    p.add_argument("--pin", default=None, metavar="broker=1,client=0",
+                   help="the broker's CPUs (cpu_pinning) and this process's (the clients'), taskset's syntax")
+    p.add_argument("--out", default=None, help="write every run and the summary as JSON here")
+    args = p.parse_args()
+    args.library = args.library or LIBRARY[args.broker]
+    targets = {}
+    for kv in args.targets.split(","):
+        metric, _, frac = kv.partition("=")
+        if metric not in METRICS:
+            raise SystemExit(f"--targets: {metric!r} is not one of {', '.join(METRICS)}")
+        targets[metric] = float(frac)
+    pinning = dict(kv.split("=", 1) for kv in args.pin.split(",")) if args.pin else None
+    if pinning and "client" in pinning:
+        os.sched_setaffinity(0, {int(c) for c in pinning["client"].split(":")})
+
+    started = time.time()
+    state = tempfile.mkdtemp(prefix="bb-ab-injected-")
+    env, proxy, ep = deploy(args.broker, state, pinning)
+    out_dir = Path(state) / "trials"
+    out_dir.mkdir()
+    try:
+        trial(args.broker, ep, args.library, args.rate, 5.0, out_dir)  # warm-up: a JVM broker compiles its paths
+        calib = [t for t in (trial(args.broker, ep, args.library, args.rate, args.seconds, out_dir)
+                             for _ in range(args.calibrate)) if t]
+        if not calib:
+            raise SystemExit("every calibration trial was invalid: lower --rate")
+        level = {m: statistics.median(t[m] for t in calib) for m in METRICS}
+        delays = {f"A/B {m} +{frac:.0%}": frac * level[m] / 1e3 for m, frac in targets.items()}
+        print(json.dumps({"calibration_ms": {m: round(v, 4) for m, v in level.items()},
+                          "delays_ms": {k: round(v * 1e3, 4) for k, v in delays.items()}}), flush=True)
+        kinds = [("A/A", 0.0)] + list(delays.items())
+        runs = []
+        for i in range(args.runs):
+            for kind, delay in kinds:
+                r = one_run(kind, delay, args, ep, proxy, out_dir)
+                r["run"] = i + 1
+                runs.append(r)
+                print(json.dumps({k: r[k] for k in ("run", "kind", "delay_ms", "invalid_trials")}
+                                 | {m: v["verdict"] for m, v in r["verdicts"].items()}), flush=True)
+    finally:
+        proxy.close()
+        env.teardown()
+    rows = summarise(runs)
+    print(f"\n{args.broker} ({args.library}), {args.runs} runs of each kind, {args.trials} trials a side of "
+          f"{args.seconds:g} s at {args.rate:g} msg/s, pinned {pinning or 'no'}; {time.time() - started:.0f} s")
+    print(f"{'kind':<36} {'delay_ms':>8} {'metric':<24} {'judged':>6} {'slower':>6} {'faster':>6} "
+          f"{'share_%':>8} {'pooled_B/A':>10}")
+    for r in rows:
+        share = r.get("false_positive_percent", r.get("power_percent"))
+        print(f"{r['kind']:<36} {r['delay_ms']:>8} {r['metric']:<24} {r['judged']:>6} {r['slower']:>6} "
+              f"{r['faster']:>6} {share if share is not None else '-':>8} {r['pooled_ratio_b_a'] or '-':>10}")
+    print("share_%: false positives (A/A: slower or faster) or power (A/B: slower), of the runs judged")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "calibration_ms": level, "runs": runs,
+                                              "summary": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
