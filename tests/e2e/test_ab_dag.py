@@ -38,10 +38,11 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
     conf = {"results_root": str(results), "warmup_duration_minutes": 0.05,
             "compare_with": {"driver_files": [str(lingering)], "broker_versions": {"kafka": OTHER_KAFKA}}}
     # 300 msg/s: one Python producer keeps this schedule on a host whose other cores run 3-node clusters (at
-    # 1,000 msg/s some trials were late there, not usable, and the sides not judged); 6-s phases (rates are per
-    # second the producers ran, so a short phase reads its rate in full)
+    # 1,000 msg/s some trials were late there, not usable, and the sides not judged); 3-s phases, 900 messages a
+    # trial (rates are per second the producers ran, so a short phase reads its rate in full; a 30-ms linger
+    # moves the median by several times the trials' spread)
     p = subprocess.run([BROKERBENCH, "bench", "--suite", "smoke", "--brokers", "kafka,rabbitmq", "--variants",
-                        "fsync-off", "--duration", "0.1", "--rate", "300", "--conf", json.dumps(conf)],
+                        "fsync-off", "--duration", "0.05", "--rate", "300", "--conf", json.dumps(conf)],
                        cwd=ROOT, capture_output=True, text=True, timeout=850)
     out = p.stdout + p.stderr
     run_dir = next((results / "runs" / "brokerbench_smoke").iterdir())

@@ -1,9 +1,11 @@
 """The aws-seed-latency DAG under `airflow dags test` on the loopback fleet: moto for EC2 and S3, each instance
 a host of its own (an sshd on 127.0.1.x), ``deploy_mode: install`` (the default) forming a 3-node cluster of
-each broker from artifacts the controller resolves from Maven Central (Kafka 3.9.1 in ZooKeeper mode as the
-suite says, with ZooKeeper on the metadata host; Pulsar 4.0.7 with ZooKeeper, bookies and brokers; RabbitMQ
-from the hosts' package manager), the seeds' replicated drivers measured, results to S3 in the local layout,
-teardown with nothing left on any host.
+Kafka (3.9.1 in ZooKeeper mode as the suite says, with ZooKeeper on the metadata host) and of RabbitMQ (from the
+hosts' package manager) from artifacts the controller resolves, the seeds' replicated drivers measured, results to
+S3 in the local layout, teardown with nothing left on any host. Pulsar's 3-node cluster (ZooKeeper, bookies and
+brokers, 4.0.7) is installed by the same environment code in tests/integration/test_aws_clusters.py, which checks
+its replication and bookies and kills one of its nodes; it is left out here, where it would add the slowest
+cluster start of the three to the run and no step of the DAG the other two do not take.
 
 The run has an Airflow database of its own (a copy of the project's), so it runs beside the other DAG tests;
 it shares the fleet's 127.0.1.x addresses with tests/integration/test_aws_clusters.py and runs after it on one
@@ -41,7 +43,7 @@ COUNTS = {"broker": 3, "metadata": 1, "client": 1}
 RATE_MSG_S, PHASE_S = 40, 6
 
 
-def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leaves_nothing(
+def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
         moto_server, sshd, loopback_fleet, tmp_path):
     s3 = s3_client(moto_server)
     s3.create_bucket(Bucket=BUCKET)
@@ -51,11 +53,11 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
     env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"), "BROKERBENCH_AWS_SETTINGS": json.dumps(settings),
            **private_airflow_db(tmp_path / "airflow")}
     root = f"s3://{BUCKET}/e2e-{tmp_path.name}"
-    conf = {"brokers": ["kafka", "pulsar", "rabbitmq"], "variants": ["fsync-on"], "test_duration_minutes": PHASE_S / 60,
+    conf = {"brokers": ["kafka", "rabbitmq"], "variants": ["fsync-on"], "test_duration_minutes": PHASE_S / 60,
             "warmup_duration_minutes": 0.05, "rate_override_msg_s": RATE_MSG_S, "interval_seconds": 3,
             "results_root": root, "regression_gate": "never", "instance_counts": COUNTS,
             "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"},
-            "broker_versions": {"pulsar": "4.0.7", "rabbitmq": "package"}, "cost_cap_usd": 2}
+            "broker_versions": {"rabbitmq": "package"}, "cost_cap_usd": 2}
     log = tmp_path / "dags-test.log"
     with open(log, "w") as out:
         rc = subprocess.run([AIRFLOW, "dags", "test", DAG, "-c", json.dumps(conf)], cwd=ROOT, env=env, stdout=out,
@@ -85,7 +87,7 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
 
     rows = list(csv.DictReader(io.StringIO(read("summary/summary.csv"))))
     by_broker = {r["broker"]: r for r in rows}
-    assert set(by_broker) == {"kafka", "pulsar", "rabbitmq"}, rows
+    assert set(by_broker) == {"kafka", "rabbitmq"}, rows
     for broker, row in by_broker.items():
         print(f"ROW {broker}: " + ", ".join(f"{k}={row[k]}" for k in (
             "broker_version", "client_library", "publish_rate_msg_s", "consume_rate_msg_s", "messages_acked",
@@ -97,7 +99,6 @@ def test_the_seed_dag_installs_a_3_node_cluster_of_each_broker_measures_and_leav
         assert "as a 3-node cluster" in row["durability_note"], row
         assert int(float(row["messages_acked"])) == RATE_MSG_S * PHASE_S and int(float(row["messages_received"])) > 0, row
     assert "default.replication.factor 3, min.insync.replicas 2" in by_broker["kafka"]["durability_note"]
-    assert "ensemble 3, write quorum 3, ack quorum 2" in by_broker["pulsar"]["durability_note"]
     assert by_broker["kafka"]["broker_version"] == "3.9.1 (zookeeper)"  # the suite's kafka_mode
     for broker in by_broker:
         deployed = json.loads(read(f"provenance/{broker}__fsync-on.json"))
