@@ -68,7 +68,13 @@ RULES = {
     "brokerbench.operators": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.notify", "brokerbench.spec",
                               "brokerbench.environments.aws.fleet",
                               "brokerbench.triggers", "brokerbench.web", "brokerbench.storage", *HELPERS),
-    "brokerbench.dag_factory": ("brokerbench.operators", "brokerbench.notify", "brokerbench.spec", *HELPERS),
+    # the bisection DAG's tasks: brokerbench.bisect's search and record; each step one run of the suite's DAG through
+    # the command line's `bench` (an `airflow dags test` in the task's own process, as `brokerbench bisect` runs it)
+    "brokerbench.operators.bisect": ("brokerbench.bisect", "brokerbench.cli", "brokerbench.spec", "brokerbench.storage",
+                                     *HELPERS),
+    # the bisection DAG's params: the judged metrics (a leaf) and the bisection's step count
+    "brokerbench.dag_factory": ("brokerbench.operators", "brokerbench.notify", "brokerbench.spec", "brokerbench.metrics",
+                                "brokerbench.bisect", *HELPERS),
     # the cross-check of the worker against the brokers' own perf tools on a deployed broker
     "brokerbench.crosscheck": ("brokerbench.environments", "brokerbench.worker", "brokerbench.histogram",
                                "brokerbench.spec", *HELPERS),
@@ -79,9 +85,9 @@ RULES = {
     # a results root at a terminal (`brokerbench history`, `brokerbench compare`): the history, the verdicts and
     # outcomes the runs wrote, the comparison page
     "brokerbench.results_view": (*ANALYSIS, "brokerbench.spec", "brokerbench.storage", *HELPERS),
-    # the bisection across a broker's releases (`brokerbench bisect`): the releases on Maven Central, the search,
-    # its record; each step's run is the command line's
-    "brokerbench.bisect": ("brokerbench.changepoint", "brokerbench.metrics",
+    # the bisection across a broker's releases (`brokerbench bisect`, DAG brokerbench_bisect): the releases on Maven
+    # Central, the arguments checked against the suites (spec), the search, its record; each step's run is the caller's
+    "brokerbench.bisect": ("brokerbench.changepoint", "brokerbench.metrics", "brokerbench.spec",
                            "brokerbench.environments.machine.distributions", *HELPERS),
     # what the command line started, and how it is stopped when the command line is gone
     "brokerbench.run_guard": ("brokerbench.pipeline",),
