@@ -403,6 +403,13 @@ def bench_run(args) -> tuple[int, Path | None]:
     return code, run_dir_for(results_root, dag_id, run_id) if run_id else None
 
 
+def bench_suite(suite: str, conf: dict[str, Any], verbose: bool = False) -> tuple[int, Path | None]:
+    """One run of ``suite`` with the params ``conf``, as ``brokerbench bench`` runs it (a regression fails it):
+    (exit code, the run's directory or None). A bisection's step, from the command line or the bisect DAG."""
+    return bench_run(argparse.Namespace(suite=suite, conf=json.dumps(conf), workload=None, driver=None,
+                                        verbose=verbose, fail_on="regression"))
+
+
 def _after_killed_run(signum: int, scan: OutputScan, suite: str, dag_id: str, logical_date: str,
                       conf: dict[str, Any], results_root: str) -> None:
     """`airflow dags test` (which runs the tasks in its own process) was killed by ``signum``: its teardown
@@ -681,11 +688,7 @@ def _cmd_bisect(args) -> int:
     out = plan.record_dir(staging_root(str(conf.get("results_root") or default_results_root())))
     params = plan.params()
 
-    def bench(step_conf: dict[str, Any]) -> tuple[int, Path | None]:
-        return bench_run(argparse.Namespace(suite=plan.suite, conf=json.dumps(step_conf), workload=None,
-                                            driver=None, verbose=args.verbose, fail_on="regression"))
-
-    runner = plan.step_runner(bench)
+    runner = plan.step_runner(functools.partial(bench_suite, plan.suite, verbose=args.verbose))
 
     def announced(version_a: str, version_b: str) -> bs.StepResult:
         say(f"bisect: A/B run: A {args.broker} {version_a} vs B {version_b}")

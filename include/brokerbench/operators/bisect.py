@@ -4,10 +4,8 @@ these classes only read the params and XComs and map the outcome to the task's s
 
 from __future__ import annotations
 
-import argparse
-import json
+import functools
 import logging
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -72,15 +70,11 @@ class BisectStepOperator(BaseOperator):
 
     def execute(self, context: Any) -> Any:
         from brokerbench import bisect as bs
-        from brokerbench.cli import bench_run
+        from brokerbench.cli import bench_suite
 
         plan = _plan(context)
-
-        def bench(step_conf: dict[str, Any]) -> tuple[int, Path | None]:
-            return bench_run(argparse.Namespace(suite=plan.suite, conf=json.dumps(step_conf), workload=None,
-                                                driver=None, verbose=False, fail_on="regression"))
-
-        record = bs.dag_step(plan, _records(context, self.step), bench, say=lambda m: log.info("%s", m))
+        record = bs.dag_step(plan, _records(context, self.step), functools.partial(bench_suite, plan.suite),
+                             say=lambda m: log.info("%s", m))
         if record is None:
             raise AirflowSkipException("the bisection ended before this step")
         return record
