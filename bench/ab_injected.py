@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))  # tests.support.delay_proxy
 from brokerbench.abtest import FASTER, SLOWER, compare  # noqa: E402
 from brokerbench.environments.local import LocalEnvironment  # noqa: E402
 from brokerbench.histogram import LogHistogram  # noqa: E402
-from tests.support.delay_proxy import DelayProxy  # noqa: E402
+from tests.support.delay_proxy import DelayProxy, deploy_behind  # noqa: E402
 
 #: metric -> (the worker's histogram field, percentile)
 METRICS = {"publish_latency_p50_ms": ("publish_latency_us", 50), "publish_latency_p99_ms": ("publish_latency_us", 99),
@@ -56,16 +56,7 @@ def deploy(broker: str, state_dir: str, pinning: dict[str, str] | None):
     settings = {"state_dir": state_dir, "disk_baseline_mb": 0, **({"cpu_pinning": pinning} if pinning else {})}
     env = LocalEnvironment(f"bench/ab-injected-{uuid.uuid4().hex[:6]}", settings)
     env.provision()
-    state = env.state_dir / broker / "broker.json"  # the broker's ports, once it started
-    proxy = DelayProxy(lambda: json.loads(state.read_text())["ports"][broker], 0.0)
-    if broker == "kafka":  # clients find the broker through its advertised listener: the proxy
-        ep = env.deploy("kafka", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}, "fsync-off",
-                        {}).to_dict()
-    else:  # Pulsar's lookups answer with the advertised listener; the lookup itself goes through the proxy too
-        ep = env.deploy("pulsar", {"internalListenerName": "internal",
-                                   "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
-                        "fsync-off", {}).to_dict()
-        ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"
+    proxy, ep = deploy_behind(env, broker)
     return env, proxy, ep
 
 

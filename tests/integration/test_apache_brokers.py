@@ -32,7 +32,7 @@ from brokerbench.spec import SpecError
 from brokerbench.worker.runner import prepare_job, run_job
 from tests.integration.test_local_environment import assert_loopback_only, assert_nothing_left, broker_state
 from tests.integration.test_worker_measurement import make_job, merged, records
-from tests.support.delay_proxy import DelayProxy
+from tests.support.delay_proxy import deploy_behind
 
 pytestmark = pytest.mark.integration
 
@@ -214,16 +214,11 @@ def behind_proxy(tmp_path_factory):
                                    {"state_dir": str(tmp_path_factory.mktemp(f"delay-{broker}") / "state"),
                                     "disk_baseline_mb": 8})
             env.provision()
-            proxy = DelayProxy(lambda: broker_state(env, broker)["ports"][broker], 0.0)
-            made[broker] = (env, proxy)
-            if broker == "kafka":  # clients find the broker through its advertised listener: the proxy
-                ep = env.deploy("kafka", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"},
-                                "fsync-off", {}).to_dict()
-            else:  # lookups answer with the advertised listener, so clients reach the broker through the proxy
-                ep = env.deploy("pulsar", {"journalSyncData": False, "internalListenerName": "internal",
-                                           "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
-                                "fsync-off", {}).to_dict()
-                ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"  # the lookup too goes through the proxy
+            try:
+                proxy, ep = deploy_behind(env, broker)
+            except BaseException:
+                env.teardown()
+                raise
             made[broker] = (env, proxy, ep)
         env, proxy, ep = made[broker]
         return env, broker, ep, proxy

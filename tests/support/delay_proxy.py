@@ -4,6 +4,7 @@ of the latency tests (tests/integration) and of bench/ab_injected.py's A/B runs.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 
@@ -71,3 +72,19 @@ class DelayProxy:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+
+
+def deploy_behind(env, broker: str) -> tuple[DelayProxy, dict]:
+    """Deploy Kafka or Pulsar (fsync-off) on the local environment ``env`` so that it advertises a DelayProxy
+    (delay 0 until set): every client reaches the broker through the proxy. Returns (proxy, endpoint dict)."""
+    state = env.state_dir / broker / "broker.json"  # the broker's own port, once it has started
+    proxy = DelayProxy(lambda: json.loads(state.read_text())["ports"][broker], 0.0)
+    if broker == "kafka":  # clients find the broker through its advertised listener: the proxy
+        ep = env.deploy("kafka", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}, "fsync-off",
+                        {}).to_dict()
+    else:  # lookups answer with the advertised listener, so clients reach the broker through the proxy
+        ep = env.deploy("pulsar", {"journalSyncData": False, "internalListenerName": "internal",
+                                   "advertisedListeners": f"internal:pulsar://127.0.0.1:{proxy.port}"},
+                        "fsync-off", {}).to_dict()
+        ep["service_url"] = f"pulsar://127.0.0.1:{proxy.port}"  # the lookup too goes through the proxy
+    return proxy, ep
