@@ -125,7 +125,7 @@ class ReadinessProbe:
                 problems = [f"nothing arrived on {', '.join(missing)}"] if missing else []
                 if joining:
                     problems.append(f"{joining} of {len(clients.consumers)} consumers still joining their "
-                                    "subscription (no partitions assigned)")
+                                    "subscription (their partitions not yet held at fixed positions)")
                 raise WorkerError(f"readiness probe: {'; '.join(problems)} within {timeout:g} s")
             if rounds == 0 or not wanted <= self.seen:
                 for i, p in enumerate(clients.producers):
