@@ -208,6 +208,22 @@ def test_side_b_on_another_version_is_checked_and_refused_where_nothing_is_deplo
     assert e.value.field == "compare_with.broker_versions.kafka"
 
 
+def test_side_b_on_aws_is_refused_where_its_version_does_not_fit_the_suites_settings(monkeypatch):
+    """aws-seed-latency runs Kafka in ZooKeeper mode (the seed's): a side B on Kafka 4.x is refused before any
+    instance, naming the setting that does not fit and that it is side B's version that does not."""
+    from brokerbench.pipeline.setup import check_side_b
+
+    monkeypatch.setenv("BROKERBENCH_AWS_SETTINGS", json.dumps({
+        "ami": "ami-12345678", "controller_cidr": "10.0.0.1/32", "subnet_id": "subnet-1", "key_name": "k"}))
+    params = {"brokers": ["kafka"], "variants": ["fsync-off"], "compare_with": {"broker_versions": {"kafka": "4.1.1"}}}
+    plan = build_plan(load_suite("aws-seed-latency"), params)
+    with pytest.raises(SpecError) as e:
+        check_side_b(plan, params)
+    assert e.value.field == "environmentSettings.kafka_mode", e.value
+    assert e.value.message.startswith('side B of the A/B run (compare_with.broker_versions {"kafka": "4.1.1"}): '
+                                      "Kafka 4.1.1 has no ZooKeeper mode"), e.value.message
+
+
 class VersionedEnv:
     """An environment that records what happens, in one log shared by the objects of both sides."""
 

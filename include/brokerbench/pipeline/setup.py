@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from brokerbench.environments.registry import PlanCheck, environment_kind
@@ -74,8 +75,11 @@ def check_side_b(plan: Plan, params: dict[str, Any]) -> PlanCheck | None:
         return kind.check_plan(side_b, {**params, "broker_versions": merged})
     except SpecError as e:
         field = (e.field or "broker_versions").removeprefix("params.")
-        raise SpecError(e.message, file=e.file, field=f"compare_with.{field}" if field.startswith(
-            "broker_versions") else field) from None
+        if field.startswith("broker_versions"):
+            raise SpecError(e.message, file=e.file, field=f"compare_with.{field}") from None
+        # another setting side B's versions do not fit (e.g. a suite's kafka_mode): that setting, and why side B
+        raise SpecError(f"side B of the A/B run (compare_with.broker_versions {json.dumps(versions)}): {e.message}",
+                        file=e.file, field=field) from None
 
 
 def provision(ctx: RunContext) -> dict[str, Any]:
