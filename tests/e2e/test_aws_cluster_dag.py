@@ -5,7 +5,8 @@ hosts' package manager) from artifacts the controller resolves, the seeds' repli
 S3 in the local layout, teardown with nothing left on any host. Pulsar's 3-node cluster (ZooKeeper, bookies and
 brokers, 4.0.7) is installed by the same environment code in tests/integration/test_aws_clusters.py, which checks
 its replication and bookies and kills one of its nodes; it is left out here, where it would add the slowest
-cluster start of the three to the run and no step of the DAG the other two do not take.
+cluster start of the three to the run and no step of the DAG the other two do not take. The same DAG's A/B run
+(compare_with: side B on another Kafka release) installs each side's release on one broker host in turn.
 
 The run has an Airflow database of its own (a copy of the project's), so it runs beside the other DAG tests;
 it shares the fleet's 127.0.1.x addresses with tests/integration/test_aws_clusters.py and runs after it on one
@@ -108,6 +109,85 @@ def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
     fleet = json.loads(read("provenance/fleet.json"))
     assert fleet["cost"]["expected_usd"] <= 2
     assert fleet["self_protection"]["instance_initiated_shutdown_behavior"] == "terminate"
+
+    # teardown: no instance, no process, no pid file on any host
+    assert instances_in_state(moto_server, "running", run_key) == []
+    assert list((tmp_path / "remote").rglob("pids/*.pid")) == []
+    assert processes_under(tmp_path) == []
+
+
+#: side A's and side B's Kafka releases of the A/B run on the fleet: both in the broker cache after the other tests
+#: (the default release, and the cluster DAG's), both in KRaft mode (``kafka_mode`` set by the site settings)
+AB_VERSIONS = {"A": "4.1.1", "B": "3.9.1"}
+AB_TRIALS = 4  # per side: the fewest an A/B run takes (spec/plan.py AB_MIN_TRIALS)
+AB_RATE_MSG_S, AB_PHASE_S = 200, 3
+
+
+def test_an_ab_run_installs_each_sides_kafka_on_the_same_host_in_turn_and_judges_them(
+        moto_server, sshd, loopback_fleet, tmp_path):
+    """An A/B run on aws (compare_with side B's Kafka release): the install scripts put side A's release on the
+    broker host, then the other side's in its place at every change of side (ABBA: A B B A A B B A, so four
+    more deploys), each side's trials measured by the worker on the client host, the sides judged per metric in the
+    summary's verdicts, and nothing left anywhere after the teardown. One broker node (a replication factor of 1):
+    the 3-node clusters are the test above's."""
+    counts = {"broker": 1, "client": 1}
+    s3 = s3_client(moto_server)
+    s3.create_bucket(Bucket=BUCKET)
+    settings = fleet_settings(moto_server, loopback_fleet, tmp_path, counts, kafka_mode="kraft")
+    for k in ("instance_types", "counts", "cost_cap_usd", "state_dir"):
+        settings.pop(k)
+    env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"), "BROKERBENCH_AWS_SETTINGS": json.dumps(settings),
+           **private_airflow_db(tmp_path / "airflow")}
+    root = f"s3://{BUCKET}/ab-{tmp_path.name}"
+    conf = {"brokers": ["kafka"], "variants": ["fsync-off"], "trials": AB_TRIALS,
+            "driver_files": [str(ROOT / "include" / "drivers" / "kafka-latency.yaml")],
+            "broker_versions": {"kafka": AB_VERSIONS["A"]}, "compare_with": {"broker_versions": {
+                "kafka": AB_VERSIONS["B"]}},
+            "test_duration_minutes": AB_PHASE_S / 60, "warmup_duration_minutes": 0.05,
+            "rate_override_msg_s": AB_RATE_MSG_S,
+            "interval_seconds": 1, "results_root": root, "regression_gate": "never", "instance_counts": counts,
+            "instance_types": {"broker": "t3.micro", "client": "t3.micro"}, "cost_cap_usd": 2}
+    log = tmp_path / "dags-test.log"
+    with open(log, "w") as out:
+        rc = subprocess.run([AIRFLOW, "dags", "test", DAG, "-c", json.dumps(conf)], cwd=ROOT, env=env, stdout=out,
+                            stderr=subprocess.STDOUT, timeout=1200).returncode
+    text = log.read_text()
+    assert rc == 0, failure_message(text)
+
+    prefix = root[len(f"s3://{BUCKET}/"):]
+    keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+            for o in p.get("Contents", [])]
+    run_key = next(k for k in keys if k.endswith("/plan.json")).split("/runs/", 1)[1].rsplit("/", 1)[0]
+
+    def read(rel: str) -> str:
+        return s3.get_object(Bucket=BUCKET, Key=f"{prefix}/runs/{run_key}/{rel}")["Body"].read().decode()
+
+    # each side's release installed on the one broker host, the last deploy of each side recorded
+    deployed = {side: json.loads(read(f"provenance/kafka__fsync-off{'.B' if side == 'B' else ''}.json"))
+                for side in AB_VERSIONS}
+    for side, version in AB_VERSIONS.items():
+        assert deployed[side]["version"].startswith(version), deployed[side]
+        assert deployed[side]["nodes"] == 1, deployed[side]
+    assert deployed["B"]["side"] == "B"
+    assert {d["bootstrap_servers"] for d in deployed.values()} == {deployed["A"]["bootstrap_servers"]}
+    switches = [line for line in text.splitlines() if "at another version: deploying it afresh" in line]
+    assert len(switches) == 4, switches  # A | B B | A A | B B | A: the deploy task's, then one per change of side
+
+    # every trial of both sides measured, the sides judged per metric from them
+    rows = list(csv.DictReader(io.StringIO(read("summary/summary.csv"))))
+    print("\n" + "\n".join(f"ROW {r['workload']}: {r['broker_version']}, {r['status']}, publish p50 "
+                           f"{r['publish_latency_p50_ms']} ms, acked {r['messages_acked']}" for r in rows))
+    assert len(rows) == 2 * AB_TRIALS, [r["workload"] for r in rows]
+    for r in rows:  # side B's trials on side B's release, each phase's messages all acknowledged
+        side_b = ".B.trial" in r["workload"]
+        assert r["broker_version"].startswith(AB_VERSIONS["B" if side_b else "A"]), r
+        assert int(float(r["messages_acked"])) == AB_RATE_MSG_S * AB_PHASE_S, r
+    verdicts = json.loads(read("summary/regression.json"))["verdicts"]
+    ab = [v for v in verdicts if v["rule"] == "A/B" and v["broker"] == "kafka"]
+    print("\n".join(f"A/B {v['metric']}: {v['verdict']}: {v['evidence']}" for v in ab))
+    p50 = next(v for v in ab if v["metric"] == "publish_latency_p50_ms")
+    assert p50["interval"]["n_a"] == p50["interval"]["n_b"] == AB_TRIALS, p50
+    assert p50["broker_version"].startswith(AB_VERSIONS["B"]), p50
 
     # teardown: no instance, no process, no pid file on any host
     assert instances_in_state(moto_server, "running", run_key) == []
