@@ -62,14 +62,16 @@ def driver_brokers(drivers: str, state_dir: str | None = None):
 
 def job(broker: str, endpoint: dict, library: str, *, rate: float, duration_s: float, kind: str | None = None,
         message_size: int = 100, producers: int = 1, consumers: int = 1, subscriptions: int = 1,
-        interval_s: float = 10, worker: str = "bench-0", topic: str | None = None, **extra) -> Job:
-    """A worker's job on one topic, built as a run builds its jobs (Job.build from the workload)."""
+        interval_s: float = 10, worker: str = "bench-0", topic: str | None = None, driver: dict | None = None,
+        **extra) -> Job:
+    """A worker's job on one topic, built as a run builds its jobs (Job.build from the workload); ``driver``: the
+    driver's settings instead of :data:`DRIVER_CONFIG`'s."""
     topic = topic or f"bench-{uuid.uuid4().hex[:10]}"
     workload = {"name": "bench", "topics": 1, "partitionsPerTopic": 1, "messageSize": message_size,
                 "subscriptionsPerTopic": subscriptions, "consumerPerSubscription": consumers,
                 "producersPerTopic": producers, "producerRate": rate, "testDurationMinutes": duration_s / 60}
     return Job.build(workload=workload, worker=worker, phase="measure", workload_id="bench", broker=broker,
-                     variant="fsync-off", driver=DRIVER_CONFIG[broker], endpoint=endpoint, topics=[topic],
+                     variant="fsync-off", driver=driver or DRIVER_CONFIG[broker], endpoint=endpoint, topics=[topic],
                      subscriptions=[f"sub-{i}" for i in range(subscriptions)], duration_s=duration_s,
                      interval_s=interval_s, client_library=library, probe_timeout_s=60, drain_timeout_s=10,
                      **({"kind": kind} if kind else {}), **extra)

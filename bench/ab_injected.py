@@ -8,6 +8,9 @@ the product measures: ``--trials`` trials per side in ABBA order (A B B A A B B 
 differs from side A only by the proxy's delay on broker-to-client bytes:
 
 - **A/A**: delay 0 on both sides: every ``slower`` / ``faster`` verdict is a false positive;
+- **A/B, linger** (``--linger-ms``, Kafka): side B's producers wait this long (ms) for a batch instead of the
+  driver's 1 ms, through the same proxy at no delay: a difference whose size on the tail follows its length (a
+  proxy delay of any length adds the proxy timer's own tail, docs/analytics.md);
 - **A/B**: side B's delay is a fraction of side A's level of a metric (``--targets``, default a 10 % p99 and a 5 %
   p50 publish latency, the issue's goals), computed from a calibration of ``--calibrate`` trials without delay. An
   acknowledgement that waits d ms adds about d ms to every publish latency, so the share a delay makes differs per
@@ -36,7 +39,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _common import ROOT, job
+from _common import DRIVER_CONFIG, ROOT, job
 
 sys.path.insert(0, str(ROOT))  # tests.support.delay_proxy
 
@@ -60,11 +63,16 @@ def deploy(broker: str, state_dir: str, pinning: dict[str, str] | None):
     return env, proxy, ep
 
 
-def trial(broker: str, ep: dict, library: str, rate: float, seconds: float, out_dir: Path) -> dict | None:
+def trial(broker: str, ep: dict, library: str, rate: float, seconds: float, out_dir: Path,
+          linger_ms: float | None = None) -> dict | None:
     """One trial, as a run's phase runs: its topic prepared, then one worker process (``python -m brokerbench.worker
     run``, its clients opened and closed with it); every metric's value (ms), or None when the worker called it
-    invalid."""
-    j = job(broker, ep, library, rate=rate, duration_s=seconds, interval_s=1.0)
+    invalid. ``linger_ms``: the Kafka producers' ``linger.ms`` instead of the driver's (1)."""
+    driver = None
+    if linger_ms is not None:
+        driver = {**DRIVER_CONFIG[broker], "producerConfig": DRIVER_CONFIG[broker]["producerConfig"].replace(
+            "linger.ms=1\n", f"linger.ms={linger_ms:g}\n")}
+    j = job(broker, ep, library, rate=rate, duration_s=seconds, interval_s=1.0, driver=driver)
     name = uuid.uuid4().hex[:8]
     job_file, out = out_dir / f"{name}.json", out_dir / f"{name}.jsonl"
     job_file.write_text(json.dumps(j.to_dict()))
@@ -94,12 +102,15 @@ def abba(trials: int) -> list[str]:
     return order[:2 * trials]
 
 
-def one_run(kind: str, delay_s: float, args, ep: dict, proxy: DelayProxy, out_dir: Path) -> dict:
+def one_run(kind: str, delay_s: float, args, ep: dict, proxy: DelayProxy, out_dir: Path,
+            linger_ms: float | None = None) -> dict:
+    """One A/B (or A/A) run; side B differs by the proxy's ``delay_s`` or by its producers' ``linger_ms``."""
     sides: dict[str, list[dict]] = {"A": [], "B": []}
     invalid = 0
     for side in abba(args.trials):
         proxy.delay_s = delay_s if side == "B" else 0.0
-        t = trial(args.broker, ep, args.library, args.rate, args.seconds, out_dir)
+        t = trial(args.broker, ep, args.library, args.rate, args.seconds, out_dir,
+                  linger_ms if side == "B" else None)
         if t is None:
             invalid += 1
         else:
@@ -111,7 +122,7 @@ def one_run(kind: str, delay_s: float, args, ep: dict, proxy: DelayProxy, out_di
         c = compare(a, b, higher_is_better=False) if a and b else None
         verdicts[m] = {"verdict": c.verdict if c else "too few trials", "ratio": c and c.ratio,
                        "ci_low": c and c.ci_low, "ci_high": c and c.ci_high}
-    return {"kind": kind, "delay_ms": round(delay_s * 1e3, 4), "invalid_trials": invalid,
+    return {"kind": kind, "delay_ms": round(delay_s * 1e3, 4), "linger_ms_b": linger_ms, "invalid_trials": invalid,
             "values": {s: [{m: round(t[m], 4) for m in METRICS} for t in v] for s, v in sides.items()},
             "verdicts": verdicts}
 
@@ -145,6 +156,8 @@ def main() -> int:
     p.add_argument("--rate", type=float, default=1000.0, help="msg/s of each trial (100-byte messages)")
     p.add_argument("--targets", default="publish_latency_p99_ms=0.10,publish_latency_p50_ms=0.05",
                    help="metric=fraction,...: side B's delay is the fraction of side A's calibrated median")
+    p.add_argument("--linger-ms", default=None, metavar="1.5,2",
+                   help="more A/B kinds (Kafka): side B's producers linger this long (ms) instead of 1, no delay")
     p.add_argument("--calibrate", type=int, default=6, help="trials without delay that set the delays")
     p.add_argument("--pin", default=None, metavar="broker=1,client=0",
                    help="the broker's CPUs (cpu_pinning) and this process's (the clients'), taskset's syntax")
@@ -152,11 +165,14 @@ def main() -> int:
     args = p.parse_args()
     args.library = args.library or LIBRARY[args.broker]
     targets = {}
-    for kv in args.targets.split(","):
+    for kv in filter(None, args.targets.split(",")):
         metric, _, frac = kv.partition("=")
         if metric not in METRICS:
             raise SystemExit(f"--targets: {metric!r} is not one of {', '.join(METRICS)}")
         targets[metric] = float(frac)
+    lingers = [float(x) for x in args.linger_ms.split(",") if x] if args.linger_ms else []
+    if lingers and args.broker != "kafka":
+        raise SystemExit("--linger-ms: Kafka's producer setting; --broker kafka")
     pinning = dict(kv.split("=", 1) for kv in args.pin.split(",")) if args.pin else None
     if pinning and "client" in pinning:
         os.sched_setaffinity(0, {int(c) for c in pinning["client"].split(":")})
@@ -176,11 +192,12 @@ def main() -> int:
         delays = {f"A/B {m} +{frac:.0%}": frac * level[m] / 1e3 for m, frac in targets.items()}
         print(json.dumps({"calibration_ms": {m: round(v, 4) for m, v in level.items()},
                           "delays_ms": {k: round(v * 1e3, 4) for k, v in delays.items()}}), flush=True)
-        kinds = [("A/A", 0.0)] + list(delays.items())
+        kinds = [("A/A", 0.0, None)] + [(k, d, None) for k, d in delays.items()] + \
+            [(f"A/B linger.ms={x:g}", 0.0, x) for x in lingers]
         runs = []
         for i in range(args.runs):
-            for kind, delay in kinds:
-                r = one_run(kind, delay, args, ep, proxy, out_dir)
+            for kind, delay, linger in kinds:
+                r = one_run(kind, delay, args, ep, proxy, out_dir, linger)
                 r["run"] = i + 1
                 runs.append(r)
                 print(json.dumps({k: r[k] for k in ("run", "kind", "delay_ms", "invalid_trials")}
