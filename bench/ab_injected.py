@@ -43,9 +43,12 @@ from _common import DRIVER_CONFIG, ROOT, job
 
 sys.path.insert(0, str(ROOT))  # tests.support.delay_proxy
 
+from brokerbench.ab_verdicts import judge  # noqa: E402
 from brokerbench.abtest import FASTER, SLOWER, compare  # noqa: E402
 from brokerbench.environments.local import LocalEnvironment  # noqa: E402
 from brokerbench.histogram import LogHistogram  # noqa: E402
+from brokerbench.metrics import METRICS as JUDGED  # noqa: E402
+from brokerbench.metrics import Judgement  # noqa: E402
 from tests.support.delay_proxy import DelayProxy, deploy_behind  # noqa: E402
 
 #: metric -> (the worker's histogram field, percentile)
@@ -120,8 +123,11 @@ def one_run(kind: str, delay_s: float, args, ep: dict, proxy: DelayProxy, out_di
     for m in METRICS:
         a, b = [t[m] for t in sides["A"]], [t[m] for t in sides["B"]]
         c = compare(a, b, higher_is_better=False) if a and b else None
+        # the product's verdict (ab_verdicts.judge: the interval and the metric's threshold) beside the rank test's
+        product = judge(next(j for j in JUDGED if j.column == m), a, b)[0]
         verdicts[m] = {"verdict": c.verdict if c else "too few trials", "ratio": c and c.ratio,
-                       "ci_low": c and c.ci_low, "ci_high": c and c.ci_high}
+                       "ci_low": c and c.ci_low, "ci_high": c and c.ci_high,
+                       "product": {Judgement.REGRESSED: SLOWER, Judgement.IMPROVED: FASTER}.get(product, product)}
     return {"kind": kind, "delay_ms": round(delay_s * 1e3, 4), "linger_ms_b": linger_ms, "invalid_trials": invalid,
             "values": {s: [{m: round(t[m], 4) for m in METRICS} for t in v] for s, v in sides.items()},
             "verdicts": verdicts}
@@ -137,7 +143,9 @@ def summarise(runs: list[dict]) -> list[dict]:
             b = [t[m] for r in mine for t in r["values"]["B"]]
             judged = [v for v in verdicts if v in (SLOWER, FASTER, "no difference at this power")]
             hits = sum(v == SLOWER for v in verdicts) + (sum(v == FASTER for v in verdicts) if kind == "A/A" else 0)
+            product = [r["verdicts"][m].get("product") for r in mine]
             rows.append({"kind": kind, "delay_ms": mine[0]["delay_ms"], "metric": m, "runs": len(mine),
+                         "product_slower": product.count(SLOWER), "product_faster": product.count(FASTER),
                          "judged": len(judged), "slower": verdicts.count(SLOWER), "faster": verdicts.count(FASTER),
                          ("false_positive_percent" if kind == "A/A" else "power_percent"):
                              round(100 * hits / len(judged), 1) if judged else None,
@@ -209,12 +217,15 @@ def main() -> int:
     print(f"\n{args.broker} ({args.library}), {args.runs} runs of each kind, {args.trials} trials a side of "
           f"{args.seconds:g} s at {args.rate:g} msg/s, pinned {pinning or 'no'}; {time.time() - started:.0f} s")
     print(f"{'kind':<36} {'delay_ms':>8} {'metric':<24} {'judged':>6} {'slower':>6} {'faster':>6} "
-          f"{'share_%':>8} {'pooled_B/A':>10}")
+          f"{'share_%':>8} {'pooled_B/A':>10} {'product_slower':>14} {'product_faster':>14}")
     for r in rows:
         share = r.get("false_positive_percent", r.get("power_percent"))
         print(f"{r['kind']:<36} {r['delay_ms']:>8} {r['metric']:<24} {r['judged']:>6} {r['slower']:>6} "
-              f"{r['faster']:>6} {share if share is not None else '-':>8} {r['pooled_ratio_b_a'] or '-':>10}")
-    print("share_%: false positives (A/A: slower or faster) or power (A/B: slower), of the runs judged")
+              f"{r['faster']:>6} {share if share is not None else '-':>8} {r['pooled_ratio_b_a'] or '-':>10} "
+              f"{r['product_slower']:>14} {r['product_faster']:>14}")
+    print("slower / faster / share_%: the rank test's verdict (abtest.compare at 95 %): false positives (A/A: slower "
+          "or faster) or power (A/B: slower), of the runs judged; product_*: runs whose A/B verdict "
+          "(ab_verdicts.judge, which also wants the metric's threshold) called side B slower / faster")
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "calibration_ms": level, "runs": runs,
                                               "summary": rows}, indent=1))
