@@ -47,13 +47,15 @@ from brokerbench.ab_verdicts import judge  # noqa: E402
 from brokerbench.abtest import FASTER, SLOWER, compare  # noqa: E402
 from brokerbench.environments.local import LocalEnvironment  # noqa: E402
 from brokerbench.histogram import LogHistogram  # noqa: E402
-from brokerbench.metrics import METRICS as JUDGED  # noqa: E402
+from brokerbench.metrics import METRICS as RULES  # noqa: E402
 from brokerbench.metrics import Judgement  # noqa: E402
 from tests.support.delay_proxy import DelayProxy, deploy_behind  # noqa: E402
 
 #: metric -> (the worker's histogram field, percentile)
 METRICS = {"publish_latency_p50_ms": ("publish_latency_us", 50), "publish_latency_p99_ms": ("publish_latency_us", 99),
            "e2e_latency_p50_ms": ("e2e_latency_us", 50), "e2e_latency_p99_ms": ("e2e_latency_us", 99)}
+#: each metric's A/B rule (threshold and floor) as the product judges it
+RULE = {m.column: m for m in RULES if m.column in METRICS}
 LIBRARY = {"kafka": "confluent-kafka", "pulsar": "pulsar-client"}
 
 
@@ -124,7 +126,7 @@ def one_run(kind: str, delay_s: float, args, ep: dict, proxy: DelayProxy, out_di
         a, b = [t[m] for t in sides["A"]], [t[m] for t in sides["B"]]
         c = compare(a, b, higher_is_better=False) if a and b else None
         # the product's verdict (ab_verdicts.judge: the interval and the metric's threshold) beside the rank test's
-        product = judge(next(j for j in JUDGED if j.column == m), a, b)[0]
+        product = judge(RULE[m], a, b)[0]
         verdicts[m] = {"verdict": c.verdict if c else "too few trials", "ratio": c and c.ratio,
                        "ci_low": c and c.ci_low, "ci_high": c and c.ci_high,
                        "product": {Judgement.REGRESSED: SLOWER, Judgement.IMPROVED: FASTER}.get(product, product)}
