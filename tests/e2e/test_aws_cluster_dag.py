@@ -44,35 +44,54 @@ COUNTS = {"broker": 3, "metadata": 1, "client": 1}
 RATE_MSG_S, PHASE_S = 40, 6
 
 
+class SeedRun:
+    """One run of the seed DAG under ``airflow dags test`` on the loopback fleet, its results in moto's S3: the log's
+    text, the run's keys and its files (:meth:`read`), and the check that the teardown left nothing."""
+
+    def __init__(self, moto_server, loopback_fleet, tmp_path: Path, counts: dict[str, int], conf: dict,
+                 timeout_s: int, **settings_extra):
+        self.s3 = s3_client(moto_server)
+        self.s3.create_bucket(Bucket=BUCKET)
+        settings = fleet_settings(moto_server, loopback_fleet, tmp_path, counts, **settings_extra)
+        for k in ("instance_types", "counts", "cost_cap_usd", "state_dir"):
+            settings.pop(k)  # from the suite and the params, as a real run
+        env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"),
+               "BROKERBENCH_AWS_SETTINGS": json.dumps(settings), **private_airflow_db(tmp_path / "airflow")}
+        self.prefix = f"e2e-{tmp_path.name}"
+        conf = {**conf, "results_root": f"s3://{BUCKET}/{self.prefix}", "regression_gate": "never",
+                "instance_counts": counts, "cost_cap_usd": 2}
+        log = tmp_path / "dags-test.log"
+        with open(log, "w") as out:
+            rc = subprocess.run([AIRFLOW, "dags", "test", DAG, "-c", json.dumps(conf)], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+        self.text = log.read_text()
+        assert rc == 0, failure_message(self.text)
+        self.keys = [o["Key"] for p in self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=BUCKET, Prefix=self.prefix) for o in p.get("Contents", [])]
+        self.run_key = next(k for k in self.keys if k.endswith("/plan.json")).split("/runs/", 1)[1].rsplit("/", 1)[0]
+        self.moto_server, self.tmp_path = moto_server, tmp_path
+
+    def read(self, rel: str) -> str:
+        return self.s3.get_object(Bucket=BUCKET, Key=f"{self.prefix}/runs/{self.run_key}/{rel}")["Body"].read().decode()
+
+    def assert_nothing_left(self) -> None:
+        """No instance, no process, no pid file on any host."""
+        assert instances_in_state(self.moto_server, "running", self.run_key) == []
+        assert list((self.tmp_path / "remote").rglob("pids/*.pid")) == []
+        assert processes_under(self.tmp_path) == []
+
+
 def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
         moto_server, sshd, loopback_fleet, tmp_path):
-    s3 = s3_client(moto_server)
-    s3.create_bucket(Bucket=BUCKET)
-    settings = fleet_settings(moto_server, loopback_fleet, tmp_path, COUNTS, rabbitmq_source="package")
-    for k in ("instance_types", "counts", "cost_cap_usd", "state_dir"):
-        settings.pop(k)  # from the suite and the params, as a real run
-    env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"), "BROKERBENCH_AWS_SETTINGS": json.dumps(settings),
-           **private_airflow_db(tmp_path / "airflow")}
-    root = f"s3://{BUCKET}/e2e-{tmp_path.name}"
     conf = {"brokers": ["kafka", "rabbitmq"], "variants": ["fsync-on"], "test_duration_minutes": PHASE_S / 60,
             "warmup_duration_minutes": 0.05, "rate_override_msg_s": RATE_MSG_S, "interval_seconds": 3,
-            "results_root": root, "regression_gate": "never", "instance_counts": COUNTS,
             "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"},
-            "broker_versions": {"rabbitmq": "package"}, "cost_cap_usd": 2}
-    log = tmp_path / "dags-test.log"
-    with open(log, "w") as out:
-        rc = subprocess.run([AIRFLOW, "dags", "test", DAG, "-c", json.dumps(conf)], cwd=ROOT, env=env, stdout=out,
-                            stderr=subprocess.STDOUT, timeout=1500).returncode
-    text = log.read_text()
-    assert rc == 0, failure_message(text)
-    for line in text.splitlines():
+            "broker_versions": {"rabbitmq": "package"}}
+    run = SeedRun(moto_server, loopback_fleet, tmp_path, COUNTS, conf, 1500, rabbitmq_source="package")
+    for line in run.text.splitlines():
         if "cluster formed in" in line:
             print("\n" + line.split("[info", 1)[-1].strip()[:300], flush=True)
-
-    prefix = root[len(f"s3://{BUCKET}/"):]
-    keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-            for o in p.get("Contents", [])]
-    run_key = next(k for k in keys if k.endswith("/plan.json")).split("/runs/", 1)[1].rsplit("/", 1)[0]
+    keys, read = run.keys, run.read
 
     # the local layout, in S3: plan, provenance of the fleet, hosts, phases and teardown, raw files, host
     # metrics, the summary and the report
@@ -82,9 +101,6 @@ def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
         assert name in rel, (name, rel)
     for start in ("raw/", "hostmetrics/", "provenance/phases/"):
         assert any(r.startswith(start) for r in rel), (start, rel)
-
-    def read(rel: str) -> str:
-        return s3.get_object(Bucket=BUCKET, Key=f"{prefix}/runs/{run_key}/{rel}")["Body"].read().decode()
 
     rows = list(csv.DictReader(io.StringIO(read("summary/summary.csv"))))
     by_broker = {r["broker"]: r for r in rows}
@@ -109,11 +125,7 @@ def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
     fleet = json.loads(read("provenance/fleet.json"))
     assert fleet["cost"]["expected_usd"] <= 2
     assert fleet["self_protection"]["instance_initiated_shutdown_behavior"] == "terminate"
-
-    # teardown: no instance, no process, no pid file on any host
-    assert instances_in_state(moto_server, "running", run_key) == []
-    assert list((tmp_path / "remote").rglob("pids/*.pid")) == []
-    assert processes_under(tmp_path) == []
+    run.assert_nothing_left()
 
 
 #: side A's and side B's Kafka releases of the A/B run on the fleet: both in the broker cache after the other tests
@@ -130,37 +142,15 @@ def test_an_ab_run_installs_each_sides_kafka_on_the_same_host_in_turn_and_judges
     more deploys), each side's trials measured by the worker on the client host, the sides judged per metric in the
     summary's verdicts, and nothing left anywhere after the teardown. One broker node (a replication factor of 1):
     the 3-node clusters are the test above's."""
-    counts = {"broker": 1, "client": 1}
-    s3 = s3_client(moto_server)
-    s3.create_bucket(Bucket=BUCKET)
-    settings = fleet_settings(moto_server, loopback_fleet, tmp_path, counts, kafka_mode="kraft")
-    for k in ("instance_types", "counts", "cost_cap_usd", "state_dir"):
-        settings.pop(k)
-    env = {**os.environ, "BROKERBENCH_HOME": str(tmp_path / "home"), "BROKERBENCH_AWS_SETTINGS": json.dumps(settings),
-           **private_airflow_db(tmp_path / "airflow")}
-    root = f"s3://{BUCKET}/ab-{tmp_path.name}"
     conf = {"brokers": ["kafka"], "variants": ["fsync-off"], "trials": AB_TRIALS,
             "driver_files": [str(ROOT / "include" / "drivers" / "kafka-latency.yaml")],
             "broker_versions": {"kafka": AB_VERSIONS["A"]}, "compare_with": {"broker_versions": {
                 "kafka": AB_VERSIONS["B"]}},
             "test_duration_minutes": AB_PHASE_S / 60, "warmup_duration_minutes": 0.05,
-            "rate_override_msg_s": AB_RATE_MSG_S,
-            "interval_seconds": 1, "results_root": root, "regression_gate": "never", "instance_counts": counts,
-            "instance_types": {"broker": "t3.micro", "client": "t3.micro"}, "cost_cap_usd": 2}
-    log = tmp_path / "dags-test.log"
-    with open(log, "w") as out:
-        rc = subprocess.run([AIRFLOW, "dags", "test", DAG, "-c", json.dumps(conf)], cwd=ROOT, env=env, stdout=out,
-                            stderr=subprocess.STDOUT, timeout=1200).returncode
-    text = log.read_text()
-    assert rc == 0, failure_message(text)
-
-    prefix = root[len(f"s3://{BUCKET}/"):]
-    keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-            for o in p.get("Contents", [])]
-    run_key = next(k for k in keys if k.endswith("/plan.json")).split("/runs/", 1)[1].rsplit("/", 1)[0]
-
-    def read(rel: str) -> str:
-        return s3.get_object(Bucket=BUCKET, Key=f"{prefix}/runs/{run_key}/{rel}")["Body"].read().decode()
+            "rate_override_msg_s": AB_RATE_MSG_S, "interval_seconds": 1,
+            "instance_types": {"broker": "t3.micro", "client": "t3.micro"}}
+    run = SeedRun(moto_server, loopback_fleet, tmp_path, {"broker": 1, "client": 1}, conf, 1200, kafka_mode="kraft")
+    text, read = run.text, run.read
 
     # each side's release installed on the one broker host, the last deploy of each side recorded
     deployed = {side: json.loads(read(f"provenance/kafka__fsync-off{'.B' if side == 'B' else ''}.json"))
@@ -188,8 +178,4 @@ def test_an_ab_run_installs_each_sides_kafka_on_the_same_host_in_turn_and_judges
     p50 = next(v for v in ab if v["metric"] == "publish_latency_p50_ms")
     assert p50["interval"]["n_a"] == p50["interval"]["n_b"] == AB_TRIALS, p50
     assert p50["broker_version"].startswith(AB_VERSIONS["B"]), p50
-
-    # teardown: no instance, no process, no pid file on any host
-    assert instances_in_state(moto_server, "running", run_key) == []
-    assert list((tmp_path / "remote").rglob("pids/*.pid")) == []
-    assert processes_under(tmp_path) == []
+    run.assert_nothing_left()
