@@ -23,7 +23,9 @@ whose worker reports it invalid (its producers missed their schedule) is left ou
     cd bench && ../.venv/bin/python ab_injected.py --broker kafka --runs 8 [--pin broker=1,client=0] [--out F]
 
 Prints one JSON line per run, then per kind and metric: runs, slower / faster / no difference / not judged, the
-share (false positives for A/A, power for A/B) and the measured difference (ratio B/A of pooled medians).
+share (false positives for A/A, power for A/B) and the measured difference (ratio B/A of pooled medians), and how
+many runs the product's A/B verdict called side B slower / faster. ``--rejudge F.json`` measures nothing: it judges
+the trials an earlier ``--out`` saved with the rules as they are now.
 """
 
 from __future__ import annotations
@@ -121,18 +123,23 @@ def one_run(kind: str, delay_s: float, args, ep: dict, proxy: DelayProxy, out_di
         else:
             sides[side].append(t)
     proxy.delay_s = 0.0
+    values = {s: [{m: round(t[m], 4) for m in METRICS} for t in v] for s, v in sides.items()}
+    return {"kind": kind, "delay_ms": round(delay_s * 1e3, 4), "linger_ms_b": linger_ms, "invalid_trials": invalid,
+            "values": values, "verdicts": judge_run(values)}
+
+
+def judge_run(values: dict[str, list[dict]]) -> dict:
+    """Per metric, the rank test's verdict and the product's (ab_verdicts.judge: the interval and the metric's
+    threshold) from each side's trials (``values``: side -> one {metric: ms} per trial)."""
     verdicts = {}
     for m in METRICS:
-        a, b = [t[m] for t in sides["A"]], [t[m] for t in sides["B"]]
+        a, b = [t[m] for t in values["A"]], [t[m] for t in values["B"]]
         c = compare(a, b, higher_is_better=False) if a and b else None
-        # the product's verdict (ab_verdicts.judge: the interval and the metric's threshold) beside the rank test's
         product = judge(RULE[m], a, b)[0]
         verdicts[m] = {"verdict": c.verdict if c else "too few trials", "ratio": c and c.ratio,
                        "ci_low": c and c.ci_low, "ci_high": c and c.ci_high,
                        "product": {Judgement.REGRESSED: SLOWER, Judgement.IMPROVED: FASTER}.get(product, product)}
-    return {"kind": kind, "delay_ms": round(delay_s * 1e3, 4), "linger_ms_b": linger_ms, "invalid_trials": invalid,
-            "values": {s: [{m: round(t[m], 4) for m in METRICS} for t in v] for s, v in sides.items()},
-            "verdicts": verdicts}
+    return verdicts
 
 
 def summarise(runs: list[dict]) -> list[dict]:
@@ -172,7 +179,11 @@ def main() -> int:
     p.add_argument("--pin", default=None, metavar="broker=1,client=0",
                    help="the broker's CPUs (cpu_pinning) and this process's (the clients'), taskset's syntax")
     p.add_argument("--out", default=None, help="write every run and the summary as JSON here")
+    p.add_argument("--rejudge", default=None, metavar="F.json",
+                   help="measure nothing: judge the trials an earlier --out file saved with today's rules")
     args = p.parse_args()
+    if args.rejudge:
+        return rejudge(args.rejudge)
     args.library = args.library or LIBRARY[args.broker]
     targets = {}
     for kv in filter(None, args.targets.split(",")):
@@ -218,6 +229,25 @@ def main() -> int:
     rows = summarise(runs)
     print(f"\n{args.broker} ({args.library}), {args.runs} runs of each kind, {args.trials} trials a side of "
           f"{args.seconds:g} s at {args.rate:g} msg/s, pinned {pinning or 'no'}; {time.time() - started:.0f} s")
+    print_summary(rows)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "calibration_ms": level, "runs": runs,
+                                              "summary": rows}, indent=1))
+    return 0
+
+
+def rejudge(path: str) -> int:
+    """Judge the trials an earlier ``--out`` file saved with the rules as they are now, and print the summary."""
+    saved = json.loads(Path(path).read_text())
+    runs = [{**r, "verdicts": judge_run(r["values"])} for r in saved["runs"]]
+    a = saved["args"]
+    print(f"{path}: {a['broker']} ({a['library']}), {a['runs']} runs of each kind, {a['trials']} trials a side of "
+          f"{a['seconds']:g} s at {a['rate']:g} msg/s, pinned {a.get('pin') or 'no'}; judged again")
+    print_summary(summarise(runs))
+    return 0
+
+
+def print_summary(rows: list[dict]) -> None:
     print(f"{'kind':<36} {'delay_ms':>8} {'metric':<24} {'judged':>6} {'slower':>6} {'faster':>6} "
           f"{'share_%':>8} {'pooled_B/A':>10} {'product_slower':>14} {'product_faster':>14}")
     for r in rows:
@@ -227,11 +257,8 @@ def main() -> int:
               f"{r['product_slower']:>14} {r['product_faster']:>14}")
     print("slower / faster / share_%: the rank test's verdict (abtest.compare at 95 %): false positives (A/A: slower "
           "or faster) or power (A/B: slower), of the runs judged; product_*: runs whose A/B verdict "
-          "(ab_verdicts.judge, which also wants the metric's threshold) called side B slower / faster")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"args": vars(args), "calibration_ms": level, "runs": runs,
-                                              "summary": rows}, indent=1))
-    return 0
+          "(ab_verdicts.judge, which also wants the interval to reach the metric's threshold) called side B "
+          "slower / faster")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,19 @@ the valid trials' values of the two sides go to :func:`brokerbench.abtest.compar
 run's other verdicts, so the report, the outcome and the exit code follow it
 like a regression:
 
-* the interval excludes 1 and the change is at least the metric's threshold
-  (its relative term and absolute floor, the same as against history) in the
-  worse direction: ``regressed`` (B slower); in the better one: ``improved``;
-* otherwise ``unchanged`` ("no difference at this power", or a difference the
-  interval shows but smaller than the threshold);
+* the interval excludes 1 and reaches the metric's threshold (its relative
+  term and absolute floor, the same as against history: the interval's end
+  farther from 1 is a change of at least both) in the worse direction:
+  ``regressed`` (B slower); in the better one: ``improved``;
+* otherwise ``unchanged``: "no difference at this power" (the interval holds 1),
+  or a difference the interval shows to be smaller than the threshold (all of
+  it lies inside the threshold).
+
+Why the interval's far end and not the estimate: a change exactly the size of
+the threshold has an estimate below the threshold in about half of all runs, so
+a rule on the estimate finds it in about half; the interval's far end rules out
+only the changes the trials show to be smaller than the threshold. An A/A run's
+false positives stay those of the interval (at most its 1 - confidence).
 * fewer usable trials than the rank test needs: ``not judged: too few valid trials``.
 
 A trial is usable when its status is ``ok``, or when the only reasons it is
@@ -73,10 +81,12 @@ def judge(metric: Metric, a: list[float], b: list[float]) -> tuple[str, abtest.C
     text = abtest.describe(c, metric.column, unit_of(metric.column))
     if c.verdict not in ("slower", "faster"):
         return Judgement.UNCHANGED, c, text
-    change = c.median_b - c.median_a
-    if abs(c.ratio - 1) < metric.relative or abs(change) < metric.floor:
-        return (Judgement.UNCHANGED, c, f"{text}; below the threshold ({metric.relative:.0%} and "
-                                        f"{metric.floor:g} {unit_of(metric.column)}): not a verdict")
+    assert c.ci_low is not None and c.ci_high is not None  # a slower / faster verdict has an interval
+    reach = abs((c.ci_high if c.ci_low > 1 else c.ci_low) - 1)  # the interval's end farther from 1, as a change
+    if reach < metric.relative or c.median_a * reach < metric.floor:
+        return (Judgement.UNCHANGED, c, f"{text}; the whole interval lies within the threshold ({metric.relative:.0%} "
+                                        f"and {metric.floor:g} {unit_of(metric.column)}): smaller than the threshold, "
+                                        "not a verdict")
     return (Judgement.REGRESSED if c.verdict == "slower" else Judgement.IMPROVED), c, text
 
 

@@ -109,6 +109,19 @@ def test_side_b_slower_by_20_percent_is_a_regression_with_its_interval():
     assert "e2e_latency_p99_ms" not in vs
 
 
+def test_a_difference_is_a_verdict_unless_its_whole_interval_lies_within_the_threshold():
+    # the p99's threshold is 8 % (and 0.1 ms); side B is 7 % slower, its interval reaches beyond 8 %: a change of
+    # the threshold's size is not ruled out, so it is a verdict (a rule on the estimate would miss it)
+    a = [10.0, 10.1, 9.9, 10.05, 9.95]
+    v = by_metric(verdicts(trial_rows(a, [10.7, 10.75, 10.65, 10.8, 10.6])))["publish_latency_p99_ms"]
+    assert v.verdict == Judgement.REGRESSED
+    assert v.interval["ratio"] < 1.08 <= v.interval["ci_high"] and v.interval["ci_low"] > 1
+    # 3 % slower with every ratio in the interval below 1.08: shown smaller than the threshold, not a verdict
+    v = by_metric(verdicts(trial_rows(a, [10.3, 10.35, 10.25, 10.4, 10.2])))["publish_latency_p99_ms"]
+    assert v.verdict == Judgement.UNCHANGED and 1 < v.interval["ci_low"] <= v.interval["ci_high"] < 1.08
+    assert "the whole interval lies within the threshold (8% and 0.1 ms)" in v.evidence
+
+
 def test_equal_sides_give_no_difference_and_invalid_trials_are_left_out():
     same = [10.0, 10.4, 9.8, 10.1, 9.9]
     assert by_metric(verdicts(trial_rows(same, list(reversed(same)))))["publish_latency_p99_ms"].verdict \
