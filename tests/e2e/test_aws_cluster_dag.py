@@ -6,7 +6,7 @@ S3 in the local layout, teardown with nothing left on any host. Pulsar's 3-node 
 brokers, 4.0.7) is installed by the same environment code in tests/integration/test_aws_clusters.py, which checks
 its replication and bookies and kills one of its nodes; it is left out here, where it would add the slowest
 cluster start of the three to the run and no step of the DAG the other two do not take. The same DAG's A/B run
-(compare_with: side B on another Kafka release) installs each side's release on one broker host in turn.
+(compare_with: side B on other Kafka and Pulsar releases) installs each side's release on the same hosts in turn.
 
 The run has an Airflow database of its own (a copy of the project's), so it runs beside the other DAG tests;
 it shares the fleet's 127.0.1.x addresses with tests/integration/test_aws_clusters.py and runs after it on one
@@ -128,54 +128,66 @@ def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
     run.assert_nothing_left()
 
 
-#: side A's and side B's Kafka releases of the A/B run on the fleet: both in the broker cache after the other tests
-#: (the default release, and the cluster DAG's), both in KRaft mode (``kafka_mode`` set by the site settings)
-AB_VERSIONS = {"A": "4.1.1", "B": "3.9.1"}
+#: side A's and side B's releases of the A/B run on the fleet, per broker: all in the broker cache after the other
+#: tests (the default releases, the cluster DAG's Kafka and the 3.x Pulsar line of test_apache_brokers.py); Kafka in
+#: KRaft mode on both sides (``kafka_mode`` set by the site settings)
+AB_VERSIONS = {"kafka": {"A": "4.1.1", "B": "3.9.1"}, "pulsar": {"A": "4.0.7", "B": "3.0.7"}}
+AB_DRIVERS = {"kafka": "kafka-latency", "pulsar": "pulsar-default"}  # one node: replication factor 1
 AB_TRIALS = 4  # per side: the fewest an A/B run takes (spec/plan.py AB_MIN_TRIALS)
 AB_RATE_MSG_S, AB_PHASE_S = 200, 3
 
 
-def test_an_ab_run_installs_each_sides_kafka_on_the_same_host_in_turn_and_judges_them(
+def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_judges_them(
         moto_server, sshd, loopback_fleet, tmp_path):
-    """An A/B run on aws (compare_with side B's Kafka release): the install scripts put side A's release on the
-    broker host, then the other side's in its place at every change of side (ABBA: A B B A A B B A, so four
-    more deploys), each side's trials measured by the worker on the client host, the sides judged per metric in the
-    summary's verdicts, and nothing left anywhere after the teardown. One broker node (a replication factor of 1):
-    the 3-node clusters are the test above's."""
-    conf = {"brokers": ["kafka"], "variants": ["fsync-off"], "trials": AB_TRIALS,
-            "driver_files": [str(ROOT / "include" / "drivers" / "kafka-latency.yaml")],
-            "broker_versions": {"kafka": AB_VERSIONS["A"]}, "compare_with": {"broker_versions": {
-                "kafka": AB_VERSIONS["B"]}},
+    """An A/B run on aws (compare_with: side B's Kafka and Pulsar releases): the install scripts put side A's release
+    on the broker host (and Pulsar's ZooKeeper on the metadata host), then the other side's in its place at every
+    change of side (ABBA: A B B A A B B A, so four more deploys per broker), each on storage of its own release
+    (the other's logs, ledgers and metadata cleared), each side's trials measured by the worker on the client host,
+    the sides judged per metric in the summary's verdicts, and nothing left anywhere after the teardown. One broker
+    node (a replication factor of 1): the 3-node clusters are the test above's."""
+    conf = {"brokers": list(AB_VERSIONS), "variants": ["fsync-off"], "trials": AB_TRIALS,
+            "driver_files": [str(ROOT / "include" / "drivers" / f"{d}.yaml") for d in AB_DRIVERS.values()],
+            "broker_versions": {b: v["A"] for b, v in AB_VERSIONS.items()},
+            "compare_with": {"broker_versions": {b: v["B"] for b, v in AB_VERSIONS.items()}},
             "test_duration_minutes": AB_PHASE_S / 60, "warmup_duration_minutes": 0.05,
             "rate_override_msg_s": AB_RATE_MSG_S, "interval_seconds": 1,
-            "instance_types": {"broker": "t3.micro", "client": "t3.micro"}}
-    run = SeedRun(moto_server, loopback_fleet, tmp_path, {"broker": 1, "client": 1}, conf, 1200, kafka_mode="kraft")
+            "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"}}
+    run = SeedRun(moto_server, loopback_fleet, tmp_path, {"broker": 1, "metadata": 1, "client": 1}, conf, 1800,
+                  kafka_mode="kraft")
     text, read = run.text, run.read
-
-    # each side's release installed on the one broker host, the last deploy of each side recorded
-    deployed = {side: json.loads(read(f"provenance/kafka__fsync-off{'.B' if side == 'B' else ''}.json"))
-                for side in AB_VERSIONS}
-    for side, version in AB_VERSIONS.items():
-        assert deployed[side]["version"].startswith(version), deployed[side]
-        assert deployed[side]["nodes"] == 1, deployed[side]
-    assert deployed["B"]["side"] == "B"
-    assert {d["bootstrap_servers"] for d in deployed.values()} == {deployed["A"]["bootstrap_servers"]}
-    switches = [line for line in text.splitlines() if "at another version: deploying it afresh" in line]
-    assert len(switches) == 4, switches  # A | B B | A A | B B | A: the deploy task's, then one per change of side
-
-    # every trial of both sides measured, the sides judged per metric from them
     rows = list(csv.DictReader(io.StringIO(read("summary/summary.csv"))))
-    print("\n" + "\n".join(f"ROW {r['workload']}: {r['broker_version']}, {r['status']}, publish p50 "
+    print("\n" + "\n".join(f"ROW {r['broker']} {r['workload']}: {r['broker_version']}, {r['status']}, publish p50 "
                            f"{r['publish_latency_p50_ms']} ms, acked {r['messages_acked']}" for r in rows))
-    assert len(rows) == 2 * AB_TRIALS, [r["workload"] for r in rows]
-    for r in rows:  # side B's trials on side B's release, each phase's messages all acknowledged
-        side_b = ".B.trial" in r["workload"]
-        assert r["broker_version"].startswith(AB_VERSIONS["B" if side_b else "A"]), r
-        assert int(float(r["messages_acked"])) == AB_RATE_MSG_S * AB_PHASE_S, r
     verdicts = json.loads(read("summary/regression.json"))["verdicts"]
-    ab = [v for v in verdicts if v["rule"] == "A/B" and v["broker"] == "kafka"]
-    print("\n".join(f"A/B {v['metric']}: {v['verdict']}: {v['evidence']}" for v in ab))
-    p50 = next(v for v in ab if v["metric"] == "publish_latency_p50_ms")
-    assert p50["interval"]["n_a"] == p50["interval"]["n_b"] == AB_TRIALS, p50
-    assert p50["broker_version"].startswith(AB_VERSIONS["B"]), p50
+    for broker, versions in AB_VERSIONS.items():
+        # each side's release installed on the one broker host, the last deploy of each side recorded
+        deployed = {side: json.loads(read(f"provenance/{broker}__fsync-off{'.B' if side == 'B' else ''}.json"))
+                    for side in versions}
+        for side, version in versions.items():
+            assert deployed[side]["version"].startswith(version), deployed[side]
+            assert deployed[side]["nodes"] == 1, deployed[side]
+        assert deployed["B"]["side"] == "B"
+        switches = [line for line in text.splitlines() if f"runs {broker} at another version: deploying" in line]
+        assert len(switches) == 4, switches  # A | B B | A A | B B | A: the deploy task's, then one per change of side
+        # every trial of both sides measured on its side's release, each phase's messages all acknowledged
+        mine = [r for r in rows if r["broker"] == broker]
+        assert len(mine) == 2 * AB_TRIALS, [r["workload"] for r in mine]
+        for r in mine:
+            side_b = ".B.trial" in r["workload"]
+            assert r["broker_version"].startswith(versions["B" if side_b else "A"]), r
+            assert int(float(r["messages_acked"])) == AB_RATE_MSG_S * AB_PHASE_S, r
+        # the sides judged per metric from them
+        ab = [v for v in verdicts if v["rule"] == "A/B" and v["broker"] == broker]
+        print("\n".join(f"A/B {broker} {v['metric']}: {v['verdict']}: {v['evidence']}" for v in ab))
+        p50 = next(v for v in ab if v["metric"] == "publish_latency_p50_ms")
+        assert p50["interval"]["n_a"] == p50["interval"]["n_b"] == AB_TRIALS, p50
+        assert p50["broker_version"].startswith(versions["B"]), p50
+    # at every change of release the storage the other release wrote was cleared: Kafka's logs and metadata log,
+    # Pulsar's ledgers and journal, and its ZooKeeper's data (ZooKeeper restarted on the new release's jars)
+    for what, a, b in (("kafka", "4.1.1 kraft", "3.9.1 kraft"), ("pulsar", "4.0.7", "3.0.7"),
+                       ("zookeeper", "Apache Pulsar 4.0.7", "Apache Pulsar 3.0.7")):
+        for new, old in ((b, a), (a, b)):
+            cleared = [line for line in text.splitlines() if f"{what} {new}: clearing " in line
+                       and f", written by {old}" in line]
+            assert len(cleared) == 2, (what, new, cleared)  # B after A twice, A after B twice
     run.assert_nothing_left()

@@ -264,13 +264,16 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
     main = SCRIPTS[broker]
     broker_hosts = [h["name"] for h in hosts]
     _each([n for n, s, _ in scripts if s == main], lambda n: _step(env, n, main, "install"))
+    # every node stops first (a variant's settings need a restart), then ZooKeeper is configured and started
+    # (at a change of release, an A/B run's other side, it restarts on that release's jars with its data
+    # cleared, under no running node), then the nodes are configured again and started
+    _each(broker_hosts, lambda n: _step(env, n, main, "stop"))
     zk_hosts = [n for n, s, _ in scripts if s == "zookeeper.sh"]
     if zk_hosts:
         _each(zk_hosts, lambda n: (_step(env, n, "zookeeper.sh", "configure"),
                                    _step(env, n, "zookeeper.sh", "start")))
         _wait(env, "zookeeper", zk_hosts, "zookeeper.sh", float(env.settings.start_timeout_s or 300))
-    # a variant's settings need a restart: every node stopped, configured again, started
-    _each(broker_hosts, lambda n: (_step(env, n, main, "stop"), _step(env, n, main, "configure")))
+    _each(broker_hosts, lambda n: _step(env, n, main, "configure"))
     if broker == "pulsar":
         _step(env, broker_hosts[0], main, "init-cluster", timeout=300)
     # every node at once (a RabbitMQ node's start waits until it runs, on its own); RabbitMQ's then join the
