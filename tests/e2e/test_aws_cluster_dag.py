@@ -187,7 +187,7 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
     for what, a, b in (("kafka", "4.1.1 kraft", "3.9.1 kraft"), ("pulsar", "4.0.7", "3.0.7"),
                        ("zookeeper", "Apache Pulsar 4.0.7", "Apache Pulsar 3.0.7")):
         for new, old in ((b, a), (a, b)):
-            cleared = [line for line in text.splitlines() if f"{what} {new}: clearing " in line
+            cleared = [line for line in text.splitlines() if f"{what}.sh configure: {what} {new}: clearing " in line
                        and f", written by {old}" in line]
             assert len(cleared) == 2, (what, new, cleared)  # B after A twice, A after B twice
     run.assert_nothing_left()
