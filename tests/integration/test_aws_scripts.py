@@ -83,6 +83,24 @@ def test_kafka_modes_by_version():
         aws_brokers.kafka_mode("4.1.0", "zookeeper")
 
 
+def test_a_kraft_cluster_id_never_starts_with_a_dash():
+    """kafka-storage reads an id starting with "-" as an option (one run key in 64 hashes to one): such a key is
+    hashed again, and the script formats the storage with the id it gets."""
+    import base64
+    import hashlib
+
+    def plain(key: str) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha1(key.encode()).digest()[:16]).decode().rstrip("=")
+
+    key = next(k for k in (f"brokerbench_aws_seed_latency/manual__{i}" for i in range(10_000)) if plain(k)[0] == "-")
+    cid = aws_brokers.kafka_cluster_id(key)
+    assert len(cid) == 22 and not cid.startswith("-") and cid == aws_brokers.kafka_cluster_id(key)
+    other = "brokerbench_aws_seed_latency/manual__x"
+    assert aws_brokers.kafka_cluster_id(other) == plain(other) or plain(other)[0] == "-"  # others keep theirs
+    script = aws_brokers.render_scripts("kafka", "4.1.1", HOSTS[:1], [], {}, run_key=key, artifact=ARTIFACT)[0][2]
+    assert f'format -t "{cid}" -c' in script
+
+
 @pytest.mark.parametrize("template, values", [
     ("host-setup.sh.j2", {"data_dir": "/data", "remote_dir": "/opt/brokerbench", "time_server": "169.254.169.123"}),
     ("user-data.sh.j2", {"max_lifetime_minutes": 240, "run_key": "d/r"}),

@@ -126,8 +126,7 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
         scala = "2.12" if _vtuple(version)[:2] < (2, 4) else "2.13"
         zk = ",".join(f"{m['address']}:2181" for m in metadata)
         voters = ",".join(f"{i + 1}@{h['address']}:9093" for i, h in enumerate(hosts))
-        cluster_id = hashlib.sha1(run_key.encode()).digest()[:16]
-        cid = base64.urlsafe_b64encode(cluster_id).decode().rstrip("=")
+        cid = kafka_cluster_id(run_key)
         for i, h in enumerate(hosts + metadata):
             out.append((h["name"], "kafka.sh", render(
                 "kafka.sh.j2", **common, **where(h, "kafka"), scala=scala, mode=mode, node_id=i + 1,
@@ -173,6 +172,19 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
     else:
         raise EnvironmentFailure(f"unknown broker {broker!r}")
     return out
+
+
+def kafka_cluster_id(run_key: str) -> str:
+    """The KRaft cluster id of a run's Kafka: 16 bytes of the run key's SHA-1, URL-safe base64 (22 characters),
+    never starting with "-", which kafka-storage would read as an option (Kafka's own Uuid.randomUuid skips such
+    ids too): the key is hashed again with a counter until the id does not."""
+    salt = 0
+    while True:
+        digest = hashlib.sha1((run_key if salt == 0 else f"{run_key}#{salt}").encode()).digest()[:16]
+        cid = base64.urlsafe_b64encode(digest).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+        salt += 1
 
 
 def _zookeeper(metadata, broker, version, purpose, distribution, common, where, heap_mb):
