@@ -197,7 +197,7 @@ def plan(broker: str, good: str, bad: str, metric: str, suite: str = "smoke", va
     argument (``label``: ``--good`` on the command line, ``params.good`` in the DAG); ReleasesUnavailable when the
     release list cannot be read. ``conf`` gets ``trials`` = the A/B default when it has none."""
     from brokerbench import spec
-    from brokerbench.spec.plan import AB_DEFAULT_TRIALS
+    from brokerbench.spec.params import AB_DEFAULT_TRIALS
 
     conf = dict(conf or {})
     taken = [k for k in STEP_PARAMS if k in conf]

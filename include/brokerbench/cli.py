@@ -82,6 +82,7 @@ from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
 from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
 from brokerbench.spec import SpecError, build_plan, list_suites, load_suite
+from brokerbench.spec.params import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
 from brokerbench.spec.roots import default_results_root
 from brokerbench.spec.run_conf import check_conf
 from brokerbench.storage import aws_conn_id, is_s3, split_s3, staging_root
@@ -835,7 +836,8 @@ def main(argv: list[str] | None = None) -> int:
     p_bis.add_argument("--suite", default="smoke")
     p_bis.add_argument("--variant", help="the one variant each step runs (default: the suite's first)")
     p_bis.add_argument("--workload", metavar="W", help="one workload of the suite (default: all of its workloads)")
-    p_bis.add_argument("--trials", type=int, help="param trials: trials per side (A/B: at least 4, default 5)")
+    p_bis.add_argument("--trials", type=int, help=f"param trials: trials per side (A/B: at least {AB_MIN_TRIALS}, "
+                                                   f"default {AB_DEFAULT_TRIALS})")
     p_bis.add_argument("--duration", type=float, metavar="MINUTES", help="param test_duration_minutes")
     p_bis.add_argument("--conf", help="more params as JSON (not brokers, variants, workloads, broker_versions, "
                                       "compare_with: bisect sets them)")

@@ -213,7 +213,7 @@ def build_bisect_dag() -> DAG:
         BisectStepOperator,
         step_task_id,
     )
-    from brokerbench.spec.plan import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
+    from brokerbench.spec.params import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
 
     with DAG(
         dag_id="brokerbench_bisect",

@@ -18,7 +18,7 @@ from brokerbench.history import read_history
 from brokerbench.metrics import METRICS, Judgement
 from brokerbench.report.html import build_report
 from brokerbench.spec import SpecError, build_plan, load_suite
-from brokerbench.spec.plan import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
+from brokerbench.spec.params import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
 
 SMOKE_ID = "smoke-1-topic-1-partition-100b"
 SIDE_B = {"client_libraries": {"kafka": "confluent-kafka"}}
@@ -320,7 +320,7 @@ def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_cha
         8 * measured + 4 * (benchmark.DEPLOY_BOUND_S + warm) + 300)
 
 
-def test_a_triggered_ab_run_with_the_forms_defaults_takes_five_trials_per_side():
+def test_a_triggered_ab_run_with_the_forms_defaults_takes_the_default_trials_per_side():
     from brokerbench.dag_factory import params_for
     from brokerbench.spec.params import ANALYSIS_PARAMS, ENVIRONMENT_PARAMS
 

@@ -63,6 +63,11 @@ def _results_root(_suite: Any) -> str:
 ROLES = ("broker", "metadata", "client")
 # the params that replace a spec file's field have that field's bound (spec/bounds.py, with the reasons)
 MAX_TRIALS = int(bounds.MAX_TRIALS.value)
+#: trials per side of an A/B run: at least what an exact rank test needs for a 95 % interval (abtest), and the
+#: default when the run names none: the fewest with which a 10 % slower p99 was found in every A/B run measured
+#: (docs/analytics.md, "The product's verdict"); 5 found an 11 % slower one in 3 runs of 5
+AB_MIN_TRIALS = 4
+AB_DEFAULT_TRIALS = 10
 MAX_DURATION_MINUTES = bounds.MAX_DURATION_MINUTES.value
 MAX_RATE_MSG_S = int(bounds.MAX_PRODUCER_RATE.value)
 MAX_INTERVAL_SECONDS = int(bounds.MAX_INTERVAL_SECONDS.value)
@@ -103,7 +108,7 @@ PARAMS: tuple[RunParam, ...] = (
     RunParam("trials", "plan",
              "Measured phase runs per workload, back to back after one warm-up; the run's value per metric is the "
              "median of the valid trials (docs/analytics.md); empty = the suite's trials (1), in an A/B run "
-             "(compare_with) per side and at least 4, default 5",
+             f"(compare_with) per side and at least {AB_MIN_TRIALS}, default {AB_DEFAULT_TRIALS}",
              {"type": ["null", "integer"], "minimum": 1, "maximum": MAX_TRIALS}),
     RunParam("workload_files", "plan",
              "OMB workload YAML files anywhere on disk (absolute paths), run instead of the suite's workloads "
@@ -123,7 +128,8 @@ PARAMS: tuple[RunParam, ...] = (
     RunParam("compare_with", "plan",
              "A/B in one run: side B's broker versions, client libraries and/or driver files, e.g. "
              "{\"broker_versions\": {\"kafka\": \"4.0.0\"}}; both sides measured alternately (ABBA), trials "
-             "per side (at least 4, default 5), judged per metric with a rank test's interval (docs/analytics.md); "
+             f"per side (at least {AB_MIN_TRIALS}, default {AB_DEFAULT_TRIALS}), judged per metric with a rank test's "
+             "interval (docs/analytics.md); "
              "empty = no A/B",
              {"type": ["null", "object"],
               "properties": {"client_libraries": {"type": "object"},

@@ -42,7 +42,8 @@ from .clients import choose_client_library, client_library_problem, default_clie
 from .common import SUPPORTED_BROKERS, path_safe
 from .driver import DriverSpec, load_driver
 from .errors import FieldValueError, MissingFileError, SpecError, from_validation_error
-from .params import MAX_DURATION_MINUTES, MAX_INTERVAL_SECONDS, MAX_RATE_MSG_S, MAX_TRIALS, trials_number
+from .params import (AB_DEFAULT_TRIALS, AB_MIN_TRIALS, MAX_DURATION_MINUTES, MAX_INTERVAL_SECONDS, MAX_RATE_MSG_S,
+                     MAX_TRIALS, trials_number)
 from .roots import default_results_root
 from .suite import Suite, load_driver_ref, load_variant_ref, load_workload_ref
 from .variant import apply_variant
@@ -58,10 +59,6 @@ def _comma_list(v: Any) -> Any:
     return v
 
 
-#: trials per side of an A/B run: at least what an exact rank test needs for a 95 % interval (abtest), and the
-#: default when the run names none
-AB_MIN_TRIALS = 4
-AB_DEFAULT_TRIALS = 5
 
 
 def _library_choice(v: dict[str, str] | None) -> dict[str, str] | None:
