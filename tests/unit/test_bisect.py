@@ -13,6 +13,7 @@ import pytest
 
 from brokerbench import bisect as bs
 from brokerbench import cli
+from brokerbench.spec.params import AB_DEFAULT_TRIALS
 
 KAFKA_PATH = "/maven2/org/apache/kafka/kafka_2.13/maven-metadata.xml"
 PULSAR_PATH = "/maven2/org/apache/pulsar/pulsar-broker/maven-metadata.xml"
@@ -397,7 +398,7 @@ def test_the_trials_default_to_the_ab_default(maven, monkeypatch, tmp_path, caps
     asked = []
     monkeypatch.setattr(cli, "bench_run", lambda args: (asked.append(json.loads(args.conf)), (1, None))[1])
     assert cli.main(["bisect", "--broker", "kafka", "--good", "3.7.0", "--bad", "3.7.1"]) == 1
-    assert len(asked) == 2 and asked[0]["trials"] == 5  # not judged, repeated once, then undecided
+    assert len(asked) == 2 and asked[0]["trials"] == AB_DEFAULT_TRIALS  # not judged, repeated once, then undecided
     assert "could not decide" in capsys.readouterr().out
 
 
@@ -427,7 +428,7 @@ def test_the_plan_refuses_naming_the_param_in_the_dag_and_the_flag_on_the_comman
         bs.plan("kafka", "3.7.0", "4.0.0", "publish_latency_p99_ms", suite="no-such-suite")
     p = bs.plan("kafka", "3.7.0", "3.8.0", "publish_latency_p50_ms", conf={"results_root": "/r"})
     assert p.releases == ["3.7.0", "3.7.1", "3.7.2", "3.8.0"] and p.variant == "fsync-off"
-    assert p.conf == {"results_root": "/r", "trials": 5} and bs.BisectPlan.from_dict(p.to_dict()) == p
+    assert p.conf == {"results_root": "/r", "trials": AB_DEFAULT_TRIALS} and bs.BisectPlan.from_dict(p.to_dict()) == p
 
 
 class FakeTI:
@@ -456,7 +457,7 @@ def test_the_manual_dag_runs_one_ab_run_per_step_task_and_records_the_release(ma
     assert ids == ["releases", *(f"step_{k}" for k in range(1, bs.DAG_STEPS + 1)), "record"]
     assert dag.get_task("record").trigger_rule == "all_done"
     params = ParamsDict(dag.params).validate()
-    assert params["metric"] == "publish_latency_p99_ms" and params["trials"] == 5
+    assert params["metric"] == "publish_latency_p99_ms" and params["trials"] == AB_DEFAULT_TRIALS
     with pytest.raises(Exception, match="trials"):
         ParamsDict(dag.params).update({"trials": 3})
 
@@ -481,7 +482,7 @@ def test_the_manual_dag_runs_one_ab_run_per_step_task_and_records_the_release(ma
             ran.append(task.task_id)
         except AirflowSkipException:
             skipped.append(task.task_id)
-    assert asked[0]["compare_with"] == {"broker_versions": {"kafka": "3.8.0"}} and asked[0]["trials"] == 5
+    assert asked[0]["compare_with"] == {"broker_versions": {"kafka": "3.8.0"}} and asked[0]["trials"] == AB_DEFAULT_TRIALS
     assert [(c["broker_versions"]["kafka"], c["compare_with"]["broker_versions"]["kafka"]) for c in asked] == [
         ("3.7.0", "3.8.0"), ("3.7.0", "3.7.1"), ("3.7.1", "3.7.2")]
     assert ran == ["releases", "step_1", "step_2", "step_3", "record"]

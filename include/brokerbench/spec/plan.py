@@ -42,8 +42,15 @@ from .clients import choose_client_library, client_library_problem, default_clie
 from .common import SUPPORTED_BROKERS, path_safe
 from .driver import DriverSpec, load_driver
 from .errors import FieldValueError, MissingFileError, SpecError, from_validation_error
-from .params import (AB_DEFAULT_TRIALS, AB_MIN_TRIALS, MAX_DURATION_MINUTES, MAX_INTERVAL_SECONDS, MAX_RATE_MSG_S,
-                     MAX_TRIALS, trials_number)
+from .params import (
+    AB_DEFAULT_TRIALS,
+    AB_MIN_TRIALS,
+    MAX_DURATION_MINUTES,
+    MAX_INTERVAL_SECONDS,
+    MAX_RATE_MSG_S,
+    MAX_TRIALS,
+    trials_number,
+)
 from .roots import default_results_root
 from .suite import Suite, load_driver_ref, load_variant_ref, load_workload_ref
 from .variant import apply_variant
@@ -57,8 +64,6 @@ def _comma_list(v: Any) -> Any:
     if isinstance(v, str):
         return [part.strip() for part in v.split(",") if part.strip()]
     return v
-
-
 
 
 def _library_choice(v: dict[str, str] | None) -> dict[str, str] | None:
