@@ -61,13 +61,14 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
     assert kafka["broker_version"] == OTHER_KAFKA
     # A/A: no difference between equal sides. Judged (at least 4 usable trials a side): the rates (both sides on one
     # schedule) and the medians and means unchanged, none differing by half or more. The tails of 3-s phases on a
-    # loaded host (p99, p999, publish delay p99: 900 messages a trial, 9 behind a p99 and 1 behind a p999) are judged too, and are not held to
-    # it: five more 95 % tests, one of which finds a difference in more than 5 % of A/A runs (one CI run here:
-    # publish p999 1.32 [1.06, 2.02] and publish delay p99 1.42 [1.08, 1.89]; an A/B run's headline is the metric
-    # decided beforehand, docs/analytics.md "Many metrics"). A trial whose producers missed their schedule
-    # (client-bound, publish delay) is not usable; on a host loaded beyond that (two full `make test` runs: 3 of side
-    # A's 5 usable) the product judges nothing and says why, which is no difference found either. Each metric's
-    # false-positive rate at 95 % is a property of the method, measured in bench/ab_power.py and ab_injected.py
+    # loaded host (p99, p999, publish delay p99; 900 messages a trial: 9 behind a p99, 1 behind a p999) are judged
+    # too, and are not held to it: five more 95 % tests, one of which finds a difference in more than 5 % of A/A
+    # runs (one CI run here: publish p999 1.32 [1.06, 2.02] and publish delay p99 1.42 [1.08, 1.89]; an A/B run's
+    # headline is the metric decided beforehand, docs/analytics.md "Many metrics"). A trial whose producers missed
+    # their schedule (client-bound, publish delay) is not usable; on a host loaded beyond that (two full `make test`
+    # runs: 3 of side A's 5 usable) the product judges nothing and says why, which is no difference found either.
+    # Each metric's false-positive rate at 95 % is a property of the method, measured in bench/ab_power.py and
+    # bench/ab_injected.py
     rabbit = {m: v for (b, m), v in ab.items() if b == "rabbitmq"}
     central = {m: v for m, v in rabbit.items() if m.endswith(("_msg_s", "_p50_ms", "_avg_ms"))}
     assert len(central) == 6, sorted(central)  # two rates, two medians, two means
