@@ -24,6 +24,7 @@ noise (robust CV, median over tracks) that bench/detection_power.py reads.
     cd bench && ../.venv/bin/python noise.py --repeats 4 --brokers kafka,pulsar,rabbitmq \\
         --results-root ../results/noise --out noise_measured.json
     ../.venv/bin/python noise.py --repeats 1 --trials 8 --pin broker=0,client=1 ...   # trials of one run, pinned
+    ../.venv/bin/python noise.py --brokers rabbitmq --client rabbitmq=java ...   # another client library
     ../.venv/bin/python noise.py --analyse-only --results-root ../results/noise   # no new runs
 """
 
@@ -49,13 +50,16 @@ from brokerbench.util import split_trial  # noqa: E402
 
 
 def run_suite(suite: str, broker: str, variant: str, minutes: float, warmup: float, results_root: str,
-              trials: int | None = None, pinning: dict[str, str] | None = None) -> int:
+              trials: int | None = None, pinning: dict[str, str] | None = None,
+              libraries: dict[str, str] | None = None) -> int:
     conf = {"brokers": [broker], "variants": [variant], "test_duration_minutes": minutes,
             "warmup_duration_minutes": warmup, "results_root": results_root, "regression_gate": "never"}
     if trials:
         conf["trials"] = trials
     if pinning:
         conf["cpu_pinning"] = pinning
+    if libraries:
+        conf["client_libraries"] = libraries
     cmd = [sys.executable, "-m", "brokerbench.cli", "bench", "--suite", suite, "--conf", json.dumps(conf)]
     started = time.time()
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -161,6 +165,9 @@ def main() -> int:
     p.add_argument("--pin", default=None, metavar="broker=0,client=1",
                    help="param cpu_pinning: the broker's and the clients' CPUs (taskset's syntax, ':' for ',' "
                         "inside a list, e.g. broker=0:2,client=1)")
+    p.add_argument("--client", default=None, metavar="rabbitmq=java",
+                   help="param client_libraries: a broker's client library instead of the suite's (e.g. "
+                        "rabbitmq=java for the JVM engine), comma-separated")
     p.add_argument("--results-root", default=str(ROOT / "results" / "noise"))
     p.add_argument("--analyse-only", action="store_true", help="no new runs: analyse the runs under the root")
     p.add_argument("--out", help="write the per-metric noise as JSON (bench/detection_power.py --noise)")
@@ -168,10 +175,12 @@ def main() -> int:
     root = os.path.abspath(args.results_root)
     pinning = {k: v.replace(":", ",") for k, v in (kv.split("=", 1) for kv in args.pin.split(","))} if args.pin \
         else None
+    libraries = dict(kv.split("=", 1) for kv in args.client.split(",")) if args.client else None
     if not args.analyse_only:
         for i in range(args.repeats):
             for broker in [b.strip() for b in args.brokers.split(",") if b.strip()]:
-                run_suite(args.suite, broker, args.variant, args.minutes, args.warmup, root, args.trials, pinning)
+                run_suite(args.suite, broker, args.variant, args.minutes, args.warmup, root, args.trials, pinning,
+                          libraries)
     records = analyse(trial_rows(root))
     for r in records:
         print(json.dumps(r))
