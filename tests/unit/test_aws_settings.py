@@ -210,6 +210,31 @@ def test_check_plan_names_the_param_that_gave_the_value():
         check_plan(plan, {"cost_cap_usd": 1})
 
 
+def test_an_ab_run_whose_side_b_needs_zookeeper_gets_metadata_hosts_for_it():
+    """Side A on Kafka 4.1.1 (KRaft), side B on 3.2.3 (ZooKeeper mode, by version): the fleet has ZooKeeper hosts
+    for side B, in the cost and in the environment's counts; none is refused before any instance, naming side
+    B's release. Without side B, KRaft Kafka needs none."""
+    from brokerbench.environments.aws.environment import AwsEnvironment
+
+    def plan_with(side_b: dict, **env_params):
+        plan = build_plan(load_suite("aws-seed-latency"), {"brokers": ["kafka"], "variants": ["fsync-off"], **side_b})
+        plan.environment_settings.update(ami="ami-1", controller_cidr="10.0.0.1/32", kafka_mode=None, cost_cap_usd=100,
+                                         broker_versions={"kafka": "4.1.1"}, **env_params)
+        return plan
+
+    plain = plan_with({})
+    assert check_plan(plain, {})["roles"].get("metadata", {}).get("count", 0) == 0
+    assert AwsEnvironment("r", plain.environment_settings, plain).counts()["metadata"] == 0
+    ab = plan_with({"compare_with": {"broker_versions": {"kafka": "3.2.3"}}})
+    assert check_plan(ab, {})["roles"]["metadata"]["count"] == 3
+    assert AwsEnvironment("r", ab.environment_settings, ab).counts()["metadata"] == 3
+    none = plan_with({"compare_with": {"broker_versions": {"kafka": "3.2.3"}}}, instance_counts={"metadata": 0})
+    with pytest.raises(AwsSettingsError) as err:
+        check_plan(none, {"instance_counts": {"metadata": 0}})
+    assert str(err.value) == ("field 'params.instance_counts.metadata': at least 1 metadata (ZooKeeper) instance "
+                              "is needed for kafka 3.2.3 (side B) in ZooKeeper mode (got 0)")
+
+
 def test_provision_refuses_before_any_ec2_call(tmp_path, monkeypatch):
     from brokerbench.environments.aws.environment import AwsEnvironment
 

@@ -100,7 +100,7 @@ class AwsEnvironment(Environment[AwsSettings]):
         return str(self.settings.broker_versions[broker])
 
     def needs_metadata(self) -> bool:
-        return needs_metadata(self.settings, self.brokers())
+        return needs_metadata(self.settings, self.brokers(), self.plan)
 
     def counts(self) -> dict[str, int]:
         if self.static:

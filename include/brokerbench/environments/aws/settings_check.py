@@ -73,12 +73,30 @@ def aws_settings(settings: AwsSettings | Mapping[str, Any] | None) -> AwsSetting
         raise AwsSettingsError(f"{err['msg']} (got {err.get('input')!r})", ".".join([where, *loc])) from None
 
 
-def needs_metadata(settings: AwsSettings, brokers: list[str]) -> bool:
-    """ZooKeeper hosts are needed by Pulsar, and by Kafka in ZooKeeper mode (installed brokers only)."""
+def needs_metadata(settings: AwsSettings, brokers: list[str], plan: Any | None = None) -> bool:
+    """ZooKeeper hosts are needed by Pulsar, and by Kafka in ZooKeeper mode (installed brokers only), on either
+    side of an A/B run (``plan``)."""
     if settings.deploy_mode == "local":
         return False
-    return "pulsar" in brokers or ("kafka" in brokers and kafka_mode(
-        str(settings.broker_versions["kafka"]), settings.kafka_mode) == "zookeeper")
+    return "pulsar" in brokers or zookeeper_kafka(settings, brokers, plan) is not None
+
+
+def zookeeper_kafka(settings: AwsSettings, brokers: list[str], plan: Any | None = None) -> str | None:
+    """The Kafka release of the run that needs ZooKeeper (``"3.2.3"``, or ``"3.2.3 (side B)"`` where only side B
+    of an A/B run does: a release before 3.3 against a KRaft one), or None. A side B whose release does not fit
+    ``kafka_mode`` at all is refused by side B's own check (pipeline/setup.py check_side_b), not here."""
+    if "kafka" not in brokers:
+        return None
+    version = str(settings.broker_versions["kafka"])
+    if kafka_mode(version, settings.kafka_mode) == "zookeeper":
+        return version
+    side_b = ((getattr(plan, "compare_with", None) or {}).get("broker_versions") or {}).get("kafka")
+    try:
+        if side_b and kafka_mode(str(side_b), settings.kafka_mode) == "zookeeper":
+            return f"{side_b} (side B)"
+    except EnvironmentFailure:
+        pass
+    return None
 
 
 class Refuse(Protocol):
@@ -131,13 +149,13 @@ def check_settings(settings: dict[str, Any], brokers: list[str], plan: Any | Non
                               "they run on hosts of their own")
     typed = _check_types(s, refuse)
     if s.get("static_hosts"):
-        versions = _check_versions(s, brokers, refuse)
+        _check_versions(s, brokers, refuse)
         _check_profile(s, refuse)
-        return _check_static_hosts(typed, brokers, versions, refuse)
+        return _check_static_hosts(typed, brokers, plan, refuse)
     _check_network(s, refuse)
-    versions = _check_versions(s, brokers, refuse)
+    _check_versions(s, brokers, refuse)
     _check_profile(s, refuse)
-    counts = _check_counts(s, typed, brokers, versions, refuse)
+    counts = _check_counts(s, typed, brokers, plan, refuse)
     types, prices = _check_instance_types(s, counts, refuse)
     return _check_cost(s, plan, types, counts, prices, refuse)
 
@@ -241,11 +259,11 @@ def _check_profile(s: dict[str, Any], refuse: Refuse) -> None:
                                  "(include/infra/aws/profiles.yaml)")
 
 
-def _check_counts(s: dict[str, Any], typed: AwsSettings, brokers: list[str], versions: dict[str, Any],
+def _check_counts(s: dict[str, Any], typed: AwsSettings, brokers: list[str], plan: Any | None,
                   refuse: Refuse) -> dict[str, int]:
     """Instances per role: the suite's ``counts`` refined by the param ``instance_counts``; every role the
-    brokers need has at least one."""
-    meta = needs_metadata(typed, brokers)
+    brokers (of either side of an A/B run) need has at least one."""
+    meta = needs_metadata(typed, brokers, plan)
     for key in ("counts", "instance_counts"):
         given = s.get(key)
         if given in (None, {}):
@@ -270,7 +288,7 @@ def _check_counts(s: dict[str, Any], typed: AwsSettings, brokers: list[str], ver
         if counts[role] < 1:
             refuse(count_key(role), f"at least 1 {role} instance is needed (got {counts[role]})", role)
     if meta and counts["metadata"] < 1:
-        why = "pulsar" if "pulsar" in brokers else f"kafka {versions['kafka']} in ZooKeeper mode"
+        why = "pulsar" if "pulsar" in brokers else f"kafka {zookeeper_kafka(typed, brokers, plan)} in ZooKeeper mode"
         refuse(count_key("metadata"), f"at least 1 metadata (ZooKeeper) instance is needed for {why} "
                                       f"(got {counts['metadata']})", "metadata")
     return counts
@@ -288,7 +306,7 @@ def static_host_records(static_hosts: list[StaticHost] | None) -> list[dict[str,
     return out
 
 
-def _check_static_hosts(s: AwsSettings, brokers: list[str], versions: dict[str, Any],
+def _check_static_hosts(s: AwsSettings, brokers: list[str], plan: Any | None,
                         refuse: Refuse) -> dict[str, Any]:
     """Machines that exist: at least one broker and one client host (and a metadata host where the brokers need
     ZooKeeper), names unique; nothing is paid for, so there is no cost to check. Returns what stands in for
@@ -302,8 +320,8 @@ def _check_static_hosts(s: AwsSettings, brokers: list[str], versions: dict[str, 
     for role in ("broker", "client"):
         if counts[role] < 1:
             refuse("static_hosts", f"at least 1 host with role {role!r} is needed (got {counts[role]})")
-    if needs_metadata(s, brokers) and counts["metadata"] < 1:
-        why = "pulsar" if "pulsar" in brokers else f"kafka {versions['kafka']} in ZooKeeper mode"
+    if needs_metadata(s, brokers, plan) and counts["metadata"] < 1:
+        why = "pulsar" if "pulsar" in brokers else f"kafka {zookeeper_kafka(s, brokers, plan)} in ZooKeeper mode"
         refuse("static_hosts", f"at least 1 host with role 'metadata' (ZooKeeper) is needed for {why}")
     return {"static_hosts": counts, "expected_usd": 0.0, "note": "machines that exist: nothing is created or paid "
                                                                  "for by brokerbench"}
