@@ -6,7 +6,8 @@ S3 in the local layout, teardown with nothing left on any host. Pulsar's 3-node 
 brokers, 4.0.7) is installed by the same environment code in tests/integration/test_aws_clusters.py, which checks
 its replication and bookies and kills one of its nodes; it is left out here, where it would add the slowest
 cluster start of the three to the run and no step of the DAG the other two do not take. The same DAG's A/B run
-(compare_with: side B on other Kafka and Pulsar releases) installs each side's release on the same hosts in turn.
+(compare_with: side B on other Kafka and Pulsar releases, Kafka's in ZooKeeper mode) installs each side's release
+on the same hosts in turn.
 
 The run has an Airflow database of its own (a copy of the project's), so it runs beside the other DAG tests;
 it shares the fleet's 127.0.1.x addresses with tests/integration/test_aws_clusters.py and runs after it on one
@@ -128,10 +129,10 @@ def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
     run.assert_nothing_left()
 
 
-#: side A's and side B's releases of the A/B run on the fleet, per broker: all in the broker cache after the other
-#: tests (the default releases, the cluster DAG's Kafka and the 3.x Pulsar line of test_apache_brokers.py); Kafka in
-#: KRaft mode on both sides (``kafka_mode`` set by the site settings)
-AB_VERSIONS = {"kafka": {"A": "4.1.1", "B": "3.9.1"}, "pulsar": {"A": "4.0.7", "B": "3.0.7"}}
+#: side A's and side B's releases of the A/B run on the fleet, per broker; Kafka's metadata mode by release (the
+#: site settings unset the suite's ``kafka_mode``): 4.1.1 in KRaft mode, 3.2.3 (before 3.3) with ZooKeeper on the
+#: metadata host, which side A's deploys retire (stopped, its data cleared)
+AB_VERSIONS = {"kafka": {"A": "4.1.1", "B": "3.2.3"}, "pulsar": {"A": "4.0.7", "B": "3.0.7"}}
 AB_DRIVERS = {"kafka": "kafka-latency", "pulsar": "pulsar-default"}  # one node: replication factor 1
 AB_TRIALS = 4  # per side: the fewest an A/B run takes (spec/plan.py AB_MIN_TRIALS)
 AB_RATE_MSG_S, AB_PHASE_S = 200, 3
@@ -140,9 +141,10 @@ AB_RATE_MSG_S, AB_PHASE_S = 200, 3
 def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_judges_them(
         moto_server, sshd, loopback_fleet, tmp_path):
     """An A/B run on aws (compare_with: side B's Kafka and Pulsar releases): the install scripts put side A's release
-    on the broker host (and Pulsar's ZooKeeper on the metadata host), then the other side's in its place at every
-    change of side (ABBA: A B B A A B B A, so four more deploys per broker), each on storage of its own release
-    (the other's logs, ledgers and metadata cleared), each side's trials measured by the worker on the client host,
+    on the broker host (and Pulsar's ZooKeeper, and Kafka 3.2.3's, on the metadata host), then the other side's in
+    its place at every change of side (ABBA: A B B A A B B A, so four more deploys per broker), each on storage of
+    its own release (the other's logs, ledgers and metadata cleared; Kafka's ZooKeeper retired when KRaft returns),
+    each side's trials measured by the worker on the client host,
     the sides judged per metric in the summary's verdicts, and nothing left anywhere after the teardown. One broker
     node (a replication factor of 1): the 3-node clusters are the test above's."""
     conf = {"brokers": list(AB_VERSIONS), "variants": ["fsync-off"], "trials": AB_TRIALS,
@@ -153,7 +155,7 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
             "rate_override_msg_s": AB_RATE_MSG_S, "interval_seconds": 1,
             "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"}}
     run = SeedRun(moto_server, loopback_fleet, tmp_path, {"broker": 1, "metadata": 1, "client": 1}, conf, 1800,
-                  kafka_mode="kraft")
+                  kafka_mode=None)
     text, read = run.text, run.read
     rows = list(csv.DictReader(io.StringIO(read("summary/summary.csv"))))
     print("\n" + "\n".join(f"ROW {r['broker']} {r['workload']}: {r['broker_version']}, {r['status']}, publish p50 "
@@ -184,10 +186,13 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
         assert p50["broker_version"].startswith(versions["B"]), p50
     # at every change of release the storage the other release wrote was cleared: Kafka's logs and metadata log,
     # Pulsar's ledgers and journal, and its ZooKeeper's data (ZooKeeper restarted on the new release's jars)
-    for what, a, b in (("kafka", "4.1.1 kraft", "3.9.1 kraft"), ("pulsar", "4.0.7", "3.0.7"),
+    for what, a, b in (("kafka", "4.1.1 kraft", "3.2.3 zookeeper"), ("pulsar", "4.0.7", "3.0.7"),
                        ("zookeeper", "Apache Pulsar 4.0.7", "Apache Pulsar 3.0.7")):
         for new, old in ((b, a), (a, b)):
             cleared = [line for line in text.splitlines() if f"{what}.sh configure: {what} {new}: clearing " in line
                        and f", written by {old}" in line]
             assert len(cleared) == 2, (what, new, cleared)  # B after A twice, A after B twice
+    # Kafka 3.2.3's ZooKeeper, started by side B's deploys, retired by side A's (KRaft) that follow them
+    retired = [line for line in text.splitlines() if "zookeeper.sh retire: zookeeper: retired" in line]
+    assert len(retired) == 2 and all("zookeeper-kafka" in line for line in retired), retired
     run.assert_nothing_left()

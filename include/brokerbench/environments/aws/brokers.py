@@ -285,6 +285,12 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
         _each(zk_hosts, lambda n: (_step(env, n, "zookeeper.sh", "configure"),
                                    _step(env, n, "zookeeper.sh", "start")))
         _wait(env, "zookeeper", zk_hosts, "zookeeper.sh", float(env.settings.start_timeout_s or 300))
+    else:
+        # a ZooKeeper the other side of an A/B run started (Kafka before 3.3 against a KRaft release) serves
+        # nothing now: it stops (this side's trials run beside no idle JVM) and its data goes with the storage
+        # this release clears, so that the other side starts afresh on both at its next deploy
+        for h in env.hosts("metadata"):
+            _stop(env, h, "zookeeper.sh", "retire")
     _each(broker_hosts, lambda n: _step(env, n, main, "configure"))
     if broker == "pulsar":
         _step(env, broker_hosts[0], main, "init-cluster", timeout=300)
@@ -432,15 +438,20 @@ def start_node(env, broker: str, index: int) -> dict[str, Any]:
     return {"host": host.name, "at": time.time()}
 
 
+def _stop(env, host, script: str, action: str = "stop") -> None:
+    """``script stop`` (or ``retire``) on ``host`` where the script was ever put there (its process stops with
+    SIGTERM, then SIGKILL after a grace); a failure is logged, not raised, and so is what it printed."""
+    path = shlex.quote(_script(env, host, script))
+    res = host.sudo(f"[ ! -f {path} ] || bash {path} {action}", timeout=300)
+    if not res.ok:
+        log.warning("[%s] %s %s: %s", host.name, script, action, (res.stderr or res.stdout).strip()[-300:])
+    for line in (res.stdout.strip().splitlines() if res.ok else [])[-3:]:
+        log.info("[%s] %s %s: %s", host.name, script, action, line)
+
+
 def undeploy_installed(env, broker: str) -> None:
     """Stop every node (SIGTERM, then SIGKILL after a grace), then ZooKeeper where the broker had one."""
-    def stop(host, script: str) -> None:
-        path = shlex.quote(_script(env, host, script))
-        res = host.sudo(f"[ ! -f {path} ] || bash {path} stop", timeout=300)
-        if not res.ok:
-            log.warning("[%s] %s stop: %s", host.name, script, (res.stderr or res.stdout).strip()[-300:])
-
     by_name = {h.name: h for h in env.hosts("broker")}
-    _each(list(by_name), lambda n: stop(by_name[n], SCRIPTS[broker]))
+    _each(list(by_name), lambda n: _stop(env, by_name[n], SCRIPTS[broker]))
     for h in env.hosts("metadata"):
-        stop(h, "zookeeper.sh")
+        _stop(env, h, "zookeeper.sh")
