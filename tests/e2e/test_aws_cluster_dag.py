@@ -130,8 +130,8 @@ def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
 
 
 #: side A's and side B's releases of the A/B run on the fleet, per broker; Kafka's metadata mode by release (the
-#: site settings unset the suite's ``kafka_mode``): 4.1.1 in KRaft mode, 3.2.3 (before 3.3) with ZooKeeper on the
-#: metadata host, which side A's deploys retire (stopped, its data cleared)
+#: site settings' ``kafka_mode: by-release`` over the suite's ``zookeeper``): 4.1.1 in KRaft mode, 3.2.3 (before
+#: 3.3) with ZooKeeper on the metadata host, which side A's deploys retire (stopped, its data cleared)
 AB_VERSIONS = {"kafka": {"A": "4.1.1", "B": "3.2.3"}, "pulsar": {"A": "4.0.7", "B": "3.0.7"}}
 AB_DRIVERS = {"kafka": "kafka-latency", "pulsar": "pulsar-default"}  # one node: replication factor 1
 AB_TRIALS = 4  # per side: the fewest an A/B run takes (spec/plan.py AB_MIN_TRIALS)
@@ -155,7 +155,7 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
             "rate_override_msg_s": AB_RATE_MSG_S, "interval_seconds": 1,
             "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"}}
     run = SeedRun(moto_server, loopback_fleet, tmp_path, {"broker": 1, "metadata": 1, "client": 1}, conf, 1800,
-                  kafka_mode=None)
+                  kafka_mode="by-release")
     text, read = run.text, run.read
     rows = list(csv.DictReader(io.StringIO(read("summary/summary.csv"))))
     print("\n" + "\n".join(f"ROW {r['broker']} {r['workload']}: {r['broker_version']}, {r['status']}, publish p50 "

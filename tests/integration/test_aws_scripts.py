@@ -79,6 +79,9 @@ def test_rabbitmq_4_refuses_classic_mirroring():
 def test_kafka_modes_by_version():
     assert aws_brokers.kafka_mode("2.3.1") == "zookeeper" and aws_brokers.kafka_mode("3.9.1") == "kraft"
     assert aws_brokers.kafka_mode("3.9.1", "zookeeper") == "zookeeper"
+    # by-release (a site or param undoing a suite's mode): each release its own
+    assert aws_brokers.kafka_mode("3.2.3", "by-release") == "zookeeper"
+    assert aws_brokers.kafka_mode("4.1.1", "by-release") == "kraft"
     with pytest.raises(aws.EnvironmentFailure):
         aws_brokers.kafka_mode("4.1.0", "zookeeper")
 

@@ -95,8 +95,9 @@ class AwsSettings(BaseModel):
         default_factory=lambda: {"kafka": "4.1.1", "pulsar": "4.0.7", "rabbitmq": "package"},
         description="the version of each broker (deploy_mode install): any Kafka or Pulsar release on Maven "
                     "Central; RabbitMQ: the hosts' package version, or 'package'")
-    kafka_mode: Literal["kraft", "zookeeper"] | None = Field(None, description="None: by version (ZooKeeper before "
-                                                                                "3.3)")
+    kafka_mode: Literal["kraft", "zookeeper", "by-release"] | None = Field(
+        None, description="None or 'by-release': by the Kafka release (ZooKeeper before 3.3; 'by-release' overrides "
+                          "a suite's mode, e.g. for an A/B run or bisection across 3.3)")
     tuning_profile: str = Field("default", description="named broker tunings (include/infra/aws/profiles.yaml)")
     cost_cap_usd: float | None = Field(100.0, description="refuse a run whose expected cost is above this")
     max_concurrent_runs: int = Field(1, description="runs holding fleets at once (the environment's lease slots)")

@@ -71,7 +71,10 @@ def _vtuple(v: str) -> tuple[int, ...]:
 
 
 def kafka_mode(version: str, forced: str | None = None) -> str:
-    """KRaft from 3.3 (production-ready), only KRaft from 4.0; ZooKeeper before."""
+    """KRaft from 3.3 (production-ready), only KRaft from 4.0; ZooKeeper before. ``forced`` (the setting
+    ``kafka_mode``) ``kraft`` or ``zookeeper`` where the release has it; None or ``by-release``: by the release."""
+    if forced == "by-release":
+        forced = None
     v = _vtuple(version)
     if forced == "zookeeper" and v >= (4, 0):
         raise EnvironmentFailure(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
