@@ -388,6 +388,10 @@ def _ask_cluster(env, ep: BrokerEndpoint) -> dict[str, Any]:
                                  client_id="brokerbench-deploy", request_timeout_ms=10_000)
         try:
             info = admin.describe_cluster()
+        except KeyError:
+            # kafka-python 3.0 reads a DescribeCluster answer of version 0 (Kafka before 3.3) as if it had version
+            # 1's endpoint_type: the brokers the cluster's metadata lists (serving ones only) instead
+            info = _kafka_metadata(ep)
         finally:
             admin.close()
         # DescribeCluster lists fenced brokers too (not serving): only the unfenced ones count
@@ -414,6 +418,17 @@ def _ask_cluster(env, ep: BrokerEndpoint) -> dict[str, Any]:
     version = _step(env, first.name, SCRIPTS["rabbitmq"], "version", timeout=60).strip().splitlines()[-1]
     return {"nodes_seen": len(running), "running_nodes": running, "version": version,
             "summary": f"{len(running)} nodes running: {', '.join(running)}"}
+
+
+def _kafka_metadata(ep: BrokerEndpoint) -> dict[str, Any]:
+    """The brokers, controller and cluster id of a Kafka cluster from a Metadata request (confluent-kafka's
+    admin client), in describe_cluster's shape."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": ep.bootstrap_servers or "", "client.id": "brokerbench-deploy"}) \
+        .list_topics(timeout=10)
+    return {"brokers": [{"broker_id": b} for b in md.brokers], "controller_id": md.controller_id,
+            "cluster_id": md.cluster_id}
 
 
 def health_installed(env, broker: str) -> dict[str, Any]:
