@@ -382,18 +382,9 @@ def cluster_formed(env, ep: BrokerEndpoint, deadline: float) -> dict[str, Any]:
 
 def _ask_cluster(env, ep: BrokerEndpoint) -> dict[str, Any]:
     if ep.broker == "kafka":
-        from kafka.admin import KafkaAdminClient
+        from ..machine.broker import kafka_cluster_info
 
-        admin = KafkaAdminClient(bootstrap_servers=(ep.bootstrap_servers or "").split(","),
-                                 client_id="brokerbench-deploy", request_timeout_ms=10_000)
-        try:
-            info = admin.describe_cluster()
-        except KeyError:
-            # kafka-python 3.0 reads a DescribeCluster answer of version 0 (Kafka before 3.3) as if it had version
-            # 1's endpoint_type: the brokers the cluster's metadata lists (serving ones only) instead
-            info = _kafka_metadata(ep)
-        finally:
-            admin.close()
+        info = kafka_cluster_info(ep.bootstrap_servers or "", "brokerbench-deploy", 10_000)
         # DescribeCluster lists fenced brokers too (not serving): only the unfenced ones count
         ids = sorted(b.get("broker_id", b.get("node_id")) for b in info["brokers"] if not b.get("is_fenced"))
         return {"nodes_seen": len(ids), "broker_ids": ids, "controller_id": info.get("controller_id"),
@@ -418,17 +409,6 @@ def _ask_cluster(env, ep: BrokerEndpoint) -> dict[str, Any]:
     version = _step(env, first.name, SCRIPTS["rabbitmq"], "version", timeout=60).strip().splitlines()[-1]
     return {"nodes_seen": len(running), "running_nodes": running, "version": version,
             "summary": f"{len(running)} nodes running: {', '.join(running)}"}
-
-
-def _kafka_metadata(ep: BrokerEndpoint) -> dict[str, Any]:
-    """The brokers, controller and cluster id of a Kafka cluster from a Metadata request (confluent-kafka's
-    admin client), in describe_cluster's shape."""
-    from confluent_kafka.admin import AdminClient
-
-    md = AdminClient({"bootstrap.servers": ep.bootstrap_servers or "", "client.id": "brokerbench-deploy"}) \
-        .list_topics(timeout=10)
-    return {"brokers": [{"broker_id": b} for b in md.brokers], "controller_id": md.controller_id,
-            "cluster_id": md.cluster_id}
 
 
 def health_installed(env, broker: str) -> dict[str, Any]:

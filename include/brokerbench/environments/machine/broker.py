@@ -378,20 +378,34 @@ class DistributionBroker(LocalBroker):
         return f"{self.implementation} {self.dist.version} {self.dist.lib}"
 
 
+def kafka_cluster_info(bootstrap_servers: str, client_id: str, timeout_ms: int) -> dict[str, Any]:
+    """kafka-python's describe_cluster (brokers, fenced ones marked, controller_id, cluster_id). Kafka before 3.3
+    answers DescribeCluster in version 0, which kafka-python 3.0 reads as if it had version 1's endpoint_type
+    (KeyError): there, the brokers a Metadata request lists (serving ones only), through confluent-kafka's admin
+    client, in the same shape."""
+    from kafka import KafkaAdminClient  # the client libraries: only for the broker asked
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","), client_id=client_id,
+                             request_timeout_ms=timeout_ms)
+    try:
+        return admin.describe_cluster()
+    except KeyError:
+        from confluent_kafka.admin import AdminClient
+
+        md = AdminClient({"bootstrap.servers": bootstrap_servers, "client.id": client_id}) \
+            .list_topics(timeout=timeout_ms / 1000)
+        return {"brokers": [{"broker_id": b} for b in md.brokers], "controller_id": md.controller_id,
+                "cluster_id": md.cluster_id}
+    finally:
+        admin.close()
+
+
 class KafkaProbeMixin:
     def _probe(self, state: dict[str, Any]) -> None:
-        """A metadata request with kafka-python."""
-        from kafka import KafkaAdminClient  # the client libraries: only for the broker probed
-
+        """A metadata request (:func:`kafka_cluster_info`)."""
         require_listening(state["address"])
-        admin = KafkaAdminClient(bootstrap_servers=state["address"], request_timeout_ms=5000,
-                                 client_id="brokerbench-probe")
-        try:
-            meta = admin.describe_cluster()
-            if not meta.get("brokers"):
-                raise RuntimeError("metadata lists no brokers")
-        finally:
-            admin.close()
+        if not kafka_cluster_info(state["address"], "brokerbench-probe", 5000).get("brokers"):
+            raise RuntimeError("metadata lists no brokers")
 
     def _endpoint(self, state: dict[str, Any]) -> BrokerEndpoint:
         return BrokerEndpoint(broker="kafka", implementation=state["implementation"],
