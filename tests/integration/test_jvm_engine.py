@@ -134,6 +134,28 @@ def test_the_python_driver_and_the_jvm_engine_aggregate_to_the_same_rows(pulsar)
     same_rows(ep, state, "pulsar-client", "pulsar-client-java")
 
 
+@pytest.mark.parametrize("library", ["pulsar-client", "pulsar-client-java"])  # the Python worker, the engine
+def test_a_measured_phase_records_nothing_of_its_lead_in(pulsar, library):
+    """The clients send for the lead-in before the first interval (job.py lead_in_for); the intervals hold the
+    measured seconds' sends only, and the end record counts the lead-in's."""
+    ep, state = pulsar
+    job = make_job("pulsar", ep, library, rate=RATE, duration_s=2, topic=f"lead-{uuid.uuid4().hex[:8]}",
+                   lead_in_s=1.0)
+    job["driver"] = {**job["driver"], "name": "pulsar-default"}
+    prepare_job(job)
+    out = state / "lead-in" / f"{library}.jsonl"
+    run_job(job, str(out), progress=print)
+    recs = records(out)
+    meta, end = recs[0], recs[-1]
+    assert meta["lead_in_s"] == 1.0 and end["status"] == "ok", end
+    lead_in, sent = end["lead_in"], end["totals"]["sent"]
+    # every send of the 3-s schedule counted once: in the lead-in (not recorded) or in an interval; the first
+    # interval starts when the lead-in's second is over (within the writer's wake-up: a few sends either way)
+    assert lead_in["seconds"] == 1.0 and lead_in["sent"] + sent == 3 * RATE, (lead_in, sent)
+    assert abs(sent - 2 * RATE) <= 0.02 * RATE, sent
+    assert merged(recs, "publish_delay_us").count == sent
+
+
 def same_rows(ep, state: Path, python_library: str, java_library: str) -> dict[str, dict]:
     """One workload with the Python driver and with the JVM engine: the same columns, publish rates within 1 %,
     the engine's files as the Python worker's, its merged percentiles those of its intervals."""

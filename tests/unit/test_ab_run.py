@@ -315,7 +315,7 @@ def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_cha
     assert log == [("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}3"), ("measure", f"{b}3")]
     log.clear()
     warm = plan.items[0].workload.warmup_duration_minutes * 60 + benchmark.WORKER_GRACE_S
-    measured = plan.items[0].workload.test_duration_minutes * 60 + benchmark.WORKER_GRACE_S
+    measured = plan.items[0].workload.test_duration_minutes * 60 + benchmark.LEAD_IN_MAX_S + benchmark.WORKER_GRACE_S
     assert benchmark.phase_timeout_s(ctx, "kafka", "fsync-off", "measure") == pytest.approx(
         8 * measured + 4 * (benchmark.DEPLOY_BOUND_S + warm) + 300)
 

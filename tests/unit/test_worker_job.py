@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from brokerbench.worker.job import DELAY_P99_BOUND_MS, Job, JobError, check_job, job_json, read_job
+from brokerbench.worker.job import DELAY_P99_BOUND_MS, LEAD_IN_MAX_S, Job, JobError, check_job, job_json, read_job
 from brokerbench.worker.runner import as_job
 
 MINIMAL = {"worker": "localhost-0", "phase": "measure", "broker": "rabbitmq", "workload": {"messageSize": 100},
@@ -19,6 +19,21 @@ def test_the_model_holds_every_default_the_runner_reads():
     assert (job.probe_timeout_s, job.drain_timeout_s, job.consumer_idle_s) == (60.0, 10.0, 5.0)
     assert (job.sweep_max_delay_p99_ms, job.sweep_stop_after_unstable) == (DELAY_P99_BOUND_MS, 1)
     assert job.subscriptions == [] and job.switch_interval_s == 0.001 and job.consumers_in_subscription is None
+
+
+def test_a_measured_phase_of_a_constant_rate_starts_with_a_lead_in_of_a_tenth_of_it():
+    def lead_in(phase: str, rate: float, duration_s: float, **fields) -> float:
+        return Job.build(workload={"messageSize": 100, "producerRate": rate}, worker="w", phase=phase,
+                         broker="kafka", driver={}, endpoint={}, topics=["t"], duration_s=duration_s,
+                         **fields).lead_in_s
+
+    assert lead_in("measure", 5000, 120) == 12.0  # the nightly suite's 2-minute trial
+    assert lead_in("measure", 5000, 900) == LEAD_IN_MAX_S == 15.0
+    assert lead_in("measure", 5000, 4) == 0.4
+    assert lead_in("warmup", 5000, 60) == 0.0  # a warm-up records nothing that is judged
+    assert lead_in("measure", 0, 120) == 0.0  # a sweep: each step has its own settling
+    assert lead_in("measure", 5000, 120, lead_in_s=0) == 0.0  # given: kept
+    assert Job(**MINIMAL).lead_in_s == 0.0  # a job file without it (an older pipeline's): none
 
 
 def test_a_job_file_keeps_only_what_was_set():

@@ -16,7 +16,7 @@ from brokerbench.spec import PlanItem
 from brokerbench.spec.clients import ceiling_warning
 from brokerbench.util import run_prefix, safe_name, write_atomic
 from brokerbench.worker import jvm
-from brokerbench.worker.job import Job, JobWorkload
+from brokerbench.worker.job import LEAD_IN_MAX_S, Job, JobWorkload
 from brokerbench.worker.runner import SWEEP_RATES, prepare_job
 from brokerbench.worker.scaleout import shares, split_job
 
@@ -377,7 +377,7 @@ def _run_item(ctx: RunContext, env, item, endpoint: BrokerEndpoint,
     try:
         # the environments take jobs as their files' dicts (Job.to_dict: an agent sends them on as JSON)
         res = env.run_workers([one.to_dict() for one in jobs], [str(a) for a in attempts],
-                              timeout_s=minutes * 60.0 + WORKER_GRACE_S)
+                              timeout_s=minutes * 60.0 + job.lead_in_s + WORKER_GRACE_S)
     finally:
         if phase_rec is not None:
             # host metrics of the phase, stored with the results (hostmetrics/<same path>/<host>.jsonl)
@@ -411,7 +411,7 @@ def phase_timeout_s(ctx: RunContext, broker: str, variant: str, phase: str) -> f
             total += DEPLOY_BOUND_S + (item.workload.warmup_duration_minutes or 0) * 60.0 + WORKER_GRACE_S
         minutes = item.workload.warmup_duration_minutes if phase == "warmup" else item.workload.test_duration_minutes
         if minutes:
-            total += minutes * 60.0 + WORKER_GRACE_S
+            total += minutes * 60.0 + (LEAD_IN_MAX_S if phase == "measure" else 0.0) + WORKER_GRACE_S
     return total + 300.0
 
 

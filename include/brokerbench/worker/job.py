@@ -30,6 +30,27 @@ DELAY_P99_BOUND_MS = 50.0
 #: the workload kinds (docs/worker.md)
 KINDS = ("latency", "throughput-sweep", "producer-only", "consumer-only", "backlog", "mixed")
 
+#: the kinds whose measured phase starts with a lead-in (a constant schedule: modes.run_constant)
+LEAD_IN_KINDS = ("latency", "producer-only", "mixed")
+#: a measured phase's lead-in is a tenth of the phase, at most this long, s
+LEAD_IN_MAX_S = 15.0
+
+
+def lead_in_for(phase: str, kind: str, duration_s: float) -> float:
+    """The lead-in of a phase, s: the load its own clients send before the phase records anything.
+
+    Every phase runs in a new worker process, so its clients start cold: a JVM client compiles its hot paths
+    in the first seconds, and a Python client opens its connections. The 2-minute trials of the nightly suite
+    showed it: through the JVM engine the first 10-s interval's publish p99 was 2 to 4 times the rest's
+    (docs/analytics.md, "The measured phase's lead-in"). OMB's workers measure with the clients they warmed up;
+    here the measured phase starts at the target rate ``lead_in`` seconds before its first interval. Only a
+    measured phase of a constant schedule has one (a sweep's steps, a backlog and a consumer-only phase judge
+    their own starts).
+    """
+    if phase != "measure" or kind not in LEAD_IN_KINDS:
+        return 0.0
+    return round(min(LEAD_IN_MAX_S, max(0.0, duration_s) / 10.0), 3)
+
 
 class JobError(ValueError):
     """A job that does not match :class:`Job`, with every bad field named (the worker exits 1)."""
@@ -243,6 +264,10 @@ class Job(BaseModel):
         description='mixed: when the catch-up subscription starts reading, s into the phase (default duration/3)')
     clock_offset_ms: float | None = Field(
         default=None, description="optional: this host's clock offset measured by host setup, ms (validity flags)")
+    lead_in_s: float = Field(
+        default=0.0, ge=0, allow_inf_nan=False,
+        description="load at the target rate before the measured phase's first interval, not recorded (the clients' "
+                    "start-up), s; Job.build sets it (lead_in_for)")
     switch_interval_s: float | None = Field(
         default=0.001, description="sys.setswitchinterval for this process (Python's is 0.005; 0 or null: leave it)")
 
@@ -256,7 +281,10 @@ class Job(BaseModel):
         derived = {"rate_msg_s": w.producer_rate, "producers_per_topic": w.producers_per_topic,
                    "consumers_per_subscription": w.consumer_per_subscription,
                    "consumers_in_subscription": w.consumer_per_subscription, "kind": w.kind_of()}
-        return cls.parse({**derived, **fields, "workload": w})
+        job = cls.parse({**derived, **fields, "workload": w})
+        if "lead_in_s" not in fields:
+            job.lead_in_s = lead_in_for(job.phase, w.kind_of(job.kind), job.duration_s)
+        return job
 
     @classmethod
     def parse(cls, value: Job | Mapping[str, Any]) -> Job:

@@ -150,13 +150,21 @@ class Load:
 # -- the run modes --------------------------------------------------------------------------------------------
 
 def run_constant(load: Load) -> None:
-    """latency, producer-only, mixed: the schedule for duration_s, then flush and drain."""
+    """latency, producer-only, mixed: the schedule for the job's lead-in (not recorded) and duration_s, then
+    flush and drain."""
     layout, clients, writer = load.layout, load.clients, load.writer
-    start = load.start_ns()
+    begin = load.start_ns()
+    lead_in_s = load.job.lead_in_s
+    start = begin + int(lead_in_s * 1e9)
     end = start + int(layout.duration_s * 1e9)
-    writer.start(start, layout.duration_s)
     stop = threading.Event()
-    threads = load.start_producers(layout.rate, start, end, stop) if clients.producers and layout.rate > 0 else []
+    threads = load.start_producers(layout.rate, begin, end, stop) if clients.producers and layout.rate > 0 else []
+    if lead_in_s:
+        load.say(f"lead-in: {lead_in_s:g} s at the target rate, not recorded (the clients' own start-up)")
+        load.wait_until(start)
+    writer.start(start, layout.duration_s)  # drops what the lead-in recorded
+    if lead_in_s:
+        load.extra_end["lead_in"] = {"seconds": lead_in_s, "sent": writer.lead_in_sent}
     if clients.catchup_consumers:
         catchup_s = load.job.catchup_start_s
         at = start + int(float(layout.duration_s / 3 if catchup_s is None else catchup_s) * 1e9)

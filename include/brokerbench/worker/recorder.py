@@ -109,6 +109,8 @@ class IntervalWriter:
         self.segment_delay = LogHistogram()
         self._interval_start_ns: int | None = None
         self._phase_start_ns: int | None = None
+        #: messages sent before the first interval (a measured phase's lead-in), not recorded
+        self.lead_in_sent = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -124,7 +126,10 @@ class IntervalWriter:
         self.segment_delay = LogHistogram()
         if self._phase_start_ns is None:
             self._phase_start_ns = start_ns
-            self.recorder.swap()  # anything before the start (probes) is not measured
+            # anything before the start (probes, the lead-in) is not measured
+            before = self.recorder.swap()
+            time.sleep(0.002)  # a producer that fetched the old list just before the swap may still append
+            self.lead_in_sent = len(before.delay_ns)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interval-writer", daemon=True)
         self._thread.start()

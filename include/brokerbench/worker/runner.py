@@ -89,6 +89,7 @@ class _Phase:
             "broker_implementation": job.endpoint.implementation,
             "broker_version": job.endpoint.version,
             "start_at_ns": job.start_at_ns,
+            "lead_in_s": job.lead_in_s,
         }
         if layout.kind == "throughput-sweep":
             meta["sweep_rates_msg_s"] = layout.sweep_rates

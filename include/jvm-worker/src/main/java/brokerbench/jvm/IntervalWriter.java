@@ -80,13 +80,17 @@ final class IntervalWriter {
     }
 
     /** Begin intervals at startNs; a thread closes one every interval_s. The first start drops the probes. */
+    /** Messages sent before the first interval (a measured phase's lead-in), not recorded. */
+    long leadInSent;
+
     void start(long startNs, double durationS) {
         intervalStartNs = startNs;
         this.durationS = durationS;
         segmentDelay = new Hist();
         if (phaseStartNs == null) {
             phaseStartNs = startNs;
-            recorder.swap(); // anything before the start (probes) is not measured
+            // anything before the start (probes, the lead-in) is not measured
+            leadInSent = recorder.swap().delay.recorded();
         }
         stop = false;
         thread = new Thread(this::loop, "interval-writer");

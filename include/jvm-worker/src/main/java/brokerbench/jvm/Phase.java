@@ -38,6 +38,8 @@ final class Phase {
     final List<String> topics = new ArrayList<>();
     final int partitions;
     final double durationS;
+    /** Load at the target rate before the first interval, not recorded (the clients' start-up), s (job.py lead_in_for). */
+    final double leadInS;
     final double intervalS;
     double rate;
     final List<String> subs = new ArrayList<>();
@@ -97,6 +99,7 @@ final class Phase {
         job.path("topics").forEach(t -> topics.add(t.asText()));
         partitions = workload.path("partitionsPerTopic").asInt(1);
         durationS = job.path("duration_s").asDouble();
+        leadInS = job.path("lead_in_s").asDouble(0.0);
         intervalS = job.path("interval_s").asDouble(10.0);
         rate = job.path("rate_msg_s").asDouble(0.0);
         ppt = job.path("producers_per_topic").asInt(0);
@@ -172,6 +175,7 @@ final class Phase {
         m.put("broker_implementation", text(endpoint.path("implementation")));
         m.put("broker_version", text(endpoint.path("version")));
         m.put("start_at_ns", job.hasNonNull("start_at_ns") ? job.get("start_at_ns").asLong() : null);
+        m.put("lead_in_s", leadInS);
         m.putAll(engine);
         if (kind.equals("throughput-sweep")) {
             List<Double> rates = new ArrayList<>();
@@ -417,11 +421,22 @@ final class Phase {
     // -- the kinds ----------------------------------------------------------------------------------------------
 
     void runConstant() throws Exception {
-        long start = startNs();
+        long begin = startNs();
+        long start = begin + (long) (leadInS * 1e9);
         long end = start + (long) (durationS * 1e9);
-        writer.start(start, durationS);
         boolean[] stop = {false};
-        List<Thread> threads = !producers.isEmpty() && rate > 0 ? startProducers(rate, start, end, stop) : List.of();
+        List<Thread> threads = !producers.isEmpty() && rate > 0 ? startProducers(rate, begin, end, stop) : List.of();
+        if (leadInS > 0) {
+            say(String.format("lead-in: %s s at the target rate, not recorded (the clients' own start-up)", fmt(leadInS)));
+            waitUntil(start, null);
+        }
+        writer.start(start, durationS); // drops what the lead-in recorded
+        if (leadInS > 0) {
+            Map<String, Object> leadIn = new LinkedHashMap<>();
+            leadIn.put("seconds", leadInS);
+            leadIn.put("sent", writer.leadInSent);
+            extraEnd.put("lead_in", leadIn);
+        }
         waitUntil(end, null);
         stop[0] = true;
         join(threads, Math.max(5.0, durationS));
