@@ -18,6 +18,10 @@ from brokerbench.worker.payload import STAMP, key_iterator, payload_pool
 from brokerbench.worker.recorder import IntervalWriter, Recorder
 from brokerbench.worker.validity import ACHIEVED_MIN_RATIO, PhaseFacts, SweepOutcome
 
+#: from the end of a measured phase's lead-in to its first interval: the producers' flush and the consumers'
+#: catching up, s (a process that needs longer starts as soon as it is done)
+LEAD_IN_SETTLE_S = 0.5
+
 
 def _producer_loop(producer, rate: float, start_ns: int, end_ns: int, pool: list[bytes],
                    keys, recorder: Recorder, errors: list[str], stop: threading.Event) -> None:
@@ -126,6 +130,29 @@ class Load:
         if consumers and self.layout.owns_subscriptions():
             self.undrained = self.backlog()
 
+    def lead_in(self, begin_ns: int) -> int:
+        """The lead-in of a measured phase: the schedule at the target rate for the job's lead_in_s from
+        ``begin_ns``, then the producers flushed and the subscriptions caught up (bounded by drain_timeout_s), so
+        that the measured schedule starts with nothing in flight. Returns the measured schedule's start:
+        LEAD_IN_SETTLE_S after the lead-in's end (the same for every process sharing a start), or at once when
+        settling took longer."""
+        lead_in_s = self.job.lead_in_s
+        self.say(f"lead-in: {lead_in_s:g} s at the target rate, not recorded (the clients' own start-up)")
+        lead_end = begin_ns + int(lead_in_s * 1e9)
+        stop = threading.Event()
+        threads = self.start_producers(self.layout.rate, begin_ns, lead_end, stop)
+        self.wait_until(lead_end)
+        stop.set()
+        for th in threads:
+            th.join(timeout=max(5.0, lead_in_s))
+        timeout = self.job.drain_timeout_s
+        for p in self.clients.producers:
+            p.flush(timeout)
+        deadline = time.monotonic() + timeout
+        while self.clients.consumers and self.backlog() > 0 and time.monotonic() < deadline and not self.errors:
+            time.sleep(0.01)
+        return max(lead_end + int(LEAD_IN_SETTLE_S * 1e9), time.time_ns() + 50_000_000)
+
     def start_ns(self) -> int:
         at = self.job.start_at_ns
         now = time.time_ns()
@@ -150,21 +177,19 @@ class Load:
 # -- the run modes --------------------------------------------------------------------------------------------
 
 def run_constant(load: Load) -> None:
-    """latency, producer-only, mixed: the schedule for the job's lead-in (not recorded) and duration_s, then
-    flush and drain."""
+    """latency, producer-only, mixed: the job's lead-in (not recorded), the schedule for duration_s, then flush
+    and drain."""
     layout, clients, writer = load.layout, load.clients, load.writer
-    begin = load.start_ns()
-    lead_in_s = load.job.lead_in_s
-    start = begin + int(lead_in_s * 1e9)
+    producing = bool(clients.producers) and layout.rate > 0
+    start = load.start_ns()
+    if load.job.lead_in_s and producing:
+        start = load.lead_in(start)
     end = start + int(layout.duration_s * 1e9)
+    writer.start(start, layout.duration_s)  # drops what came before: the probes, the lead-in
+    if writer.lead_in_sent:
+        load.extra_end["lead_in"] = {"seconds": load.job.lead_in_s, "sent": writer.lead_in_sent}
     stop = threading.Event()
-    threads = load.start_producers(layout.rate, begin, end, stop) if clients.producers and layout.rate > 0 else []
-    if lead_in_s:
-        load.say(f"lead-in: {lead_in_s:g} s at the target rate, not recorded (the clients' own start-up)")
-        load.wait_until(start)
-    writer.start(start, layout.duration_s)  # drops what the lead-in recorded
-    if lead_in_s:
-        load.extra_end["lead_in"] = {"seconds": lead_in_s, "sent": writer.lead_in_sent}
+    threads = load.start_producers(layout.rate, start, end, stop) if producing else []
     if clients.catchup_consumers:
         catchup_s = load.job.catchup_start_s
         at = start + int(float(layout.duration_s / 3 if catchup_s is None else catchup_s) * 1e9)

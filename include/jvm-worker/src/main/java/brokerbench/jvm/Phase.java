@@ -29,6 +29,8 @@ final class Phase {
     static final double CLOCK_OFFSET_WARN_MS = 1.0;
     static final double HOST_CPU_BOUND_PERCENT = 90.0;
     static final double DELAY_P99_BOUND_MS = 50.0;
+    /** From the end of a measured phase's lead-in to its first interval, s (modes.py LEAD_IN_SETTLE_S). */
+    static final double LEAD_IN_SETTLE_S = 0.5;
     static final double[] SWEEP_RATES = {1_000, 5_000, 10_000, 20_000, 35_000, 50_000, 75_000, 100_000, 200_000,
         500_000, 1_000_000};
 
@@ -420,23 +422,46 @@ final class Phase {
 
     // -- the kinds ----------------------------------------------------------------------------------------------
 
-    void runConstant() throws Exception {
-        long begin = startNs();
-        long start = begin + (long) (leadInS * 1e9);
-        long end = start + (long) (durationS * 1e9);
+    /**
+     * The lead-in of a measured phase (modes.py Load.lead_in): the schedule at the target rate for lead_in_s from
+     * beginNs, then the producers flushed and the subscriptions caught up (bounded by drain_timeout_s), so that the
+     * measured schedule starts with nothing in flight. Returns the measured schedule's start: LEAD_IN_SETTLE_S
+     * after the lead-in's end, or at once when settling took longer.
+     */
+    long leadIn(long beginNs) throws Exception {
+        say(String.format("lead-in: %s s at the target rate, not recorded (the clients' own start-up)", fmt(leadInS)));
+        long leadEnd = beginNs + (long) (leadInS * 1e9);
         boolean[] stop = {false};
-        List<Thread> threads = !producers.isEmpty() && rate > 0 ? startProducers(rate, begin, end, stop) : List.of();
-        if (leadInS > 0) {
-            say(String.format("lead-in: %s s at the target rate, not recorded (the clients' own start-up)", fmt(leadInS)));
-            waitUntil(start, null);
+        List<Thread> threads = startProducers(rate, beginNs, leadEnd, stop);
+        waitUntil(leadEnd, null);
+        stop[0] = true;
+        join(threads, Math.max(5.0, leadInS));
+        for (Driver.Producer p : producers) {
+            p.flush();
         }
-        writer.start(start, durationS); // drops what the lead-in recorded
-        if (leadInS > 0) {
+        long deadline = System.nanoTime() + (long) (job.path("drain_timeout_s").asDouble(10.0) * 1e9);
+        while (!consumers.isEmpty() && backlog() > 0 && System.nanoTime() < deadline && errors.isEmpty()) {
+            sleepS(0.01);
+        }
+        return Math.max(leadEnd + (long) (LEAD_IN_SETTLE_S * 1e9), Clock.nowNs() + 50_000_000L);
+    }
+
+    void runConstant() throws Exception {
+        boolean producing = !producers.isEmpty() && rate > 0;
+        long start = startNs();
+        if (leadInS > 0 && producing) {
+            start = leadIn(start);
+        }
+        long end = start + (long) (durationS * 1e9);
+        writer.start(start, durationS); // drops what came before: the probes, the lead-in
+        if (writer.leadInSent > 0) {
             Map<String, Object> leadIn = new LinkedHashMap<>();
             leadIn.put("seconds", leadInS);
             leadIn.put("sent", writer.leadInSent);
             extraEnd.put("lead_in", leadIn);
         }
+        boolean[] stop = {false};
+        List<Thread> threads = producing ? startProducers(rate, start, end, stop) : List.of();
         waitUntil(end, null);
         stop[0] = true;
         join(threads, Math.max(5.0, durationS));
