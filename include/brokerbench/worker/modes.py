@@ -139,6 +139,7 @@ class Load:
         lead_in_s = self.job.lead_in_s
         self.say(f"lead-in: {lead_in_s:g} s at the target rate, not recorded (the clients' own start-up)")
         lead_end = begin_ns + int(lead_in_s * 1e9)
+        self.recorder.swap()  # the probes' samples: the backlog below counts the lead-in's messages only
         stop = threading.Event()
         threads = self.start_producers(self.layout.rate, begin_ns, lead_end, stop)
         self.wait_until(lead_end)

@@ -431,6 +431,7 @@ final class Phase {
     long leadIn(long beginNs) throws Exception {
         say(String.format("lead-in: %s s at the target rate, not recorded (the clients' own start-up)", fmt(leadInS)));
         long leadEnd = beginNs + (long) (leadInS * 1e9);
+        recorder.swap(); // the probes' samples: the backlog below counts the lead-in's messages only
         boolean[] stop = {false};
         List<Thread> threads = startProducers(rate, beginNs, leadEnd, stop);
         waitUntil(leadEnd, null);
