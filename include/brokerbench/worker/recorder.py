@@ -127,9 +127,8 @@ class IntervalWriter:
         if self._phase_start_ns is None:
             self._phase_start_ns = start_ns
             # anything before the start (probes, the lead-in) is not measured
-            before = self.recorder.swap()
-            time.sleep(0.002)  # a producer that fetched the old list just before the swap may still append
-            self.lead_in_sent = len(before.delay_ns)
+            # (no producer is sending yet: a lead-in's have finished)
+            self.lead_in_sent = len(self.recorder.swap().delay_ns)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="interval-writer", daemon=True)
         self._thread.start()

@@ -79,10 +79,10 @@ final class IntervalWriter {
         return phaseStartNs != null;
     }
 
-    /** Begin intervals at startNs; a thread closes one every interval_s. The first start drops the probes. */
     /** Messages sent before the first interval (a measured phase's lead-in), not recorded. */
     long leadInSent;
 
+    /** Begin intervals at startNs; a thread closes one every interval_s. The first start drops the probes. */
     void start(long startNs, double durationS) {
         intervalStartNs = startNs;
         this.durationS = durationS;
