@@ -76,6 +76,9 @@ def test_the_nightly_dag_runs_on_external_clusters_and_leaves_them_as_they_were(
     assert sorted((r["broker"], r["variant"]) for r in rows) == [("kafka", "fsync-off"), ("rabbitmq", "fsync-off")]
     for r in rows:
         assert 400 <= float(r["publish_rate_msg_s"]) <= 600, r
+    # the suite's client libraries: RabbitMQ's through the JVM engine, its password a secret reference in the URI
+    assert {r["broker"]: r["client_library"] for r in rows} == {"kafka": "confluent-kafka",
+                                                               "rabbitmq": "amqp-client-java"}
     for broker in ("kafka", "rabbitmq"):
         prov = json.loads((nightly["run_dir"] / "provenance" / f"{broker}__fsync-off.json").read_text())
         assert prov["implementation"] == "external" and prov["durability"]["cluster"]

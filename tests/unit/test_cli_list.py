@@ -69,6 +69,7 @@ def test_list_shows_each_suite_the_workloads_drivers_variants_and_the_cached_ver
     nightly = _block(out, "nightly-latency  ")
     assert "schedule @daily" in nightly and re.search(r"kafka\s+kafka-latency\s+confluent-kafka\s", nightly)
     assert re.search(r"pulsar\s+pulsar-default\s+pulsar-client-java\s", nightly)  # the JVM engine's client
+    assert re.search(r"rabbitmq\s+rabbitmq-default\s+amqp-client-java\s", nightly)
     assert re.search(r"latency-1-topic-1-partition-100b\s+latency\s+5,000\s+100\s", nightly)  # the suite's rate
     aws = _block(out, "aws-seed-latency  ")
     assert "environment aws" in aws and "Apache Kafka 3.9.1 (in the cache)" in aws  # the suite's own version

@@ -169,7 +169,7 @@ def test_shipped_latency_and_throughput_specs_use_the_library_that_holds_their_r
     assert library_of(nightly) == "confluent-kafka"
     # Pulsar through the JVM engine: its p99 is the broker's, and steadier from night to night (docs/analytics.md)
     assert library_of(nightly, "pulsar") == "pulsar-client-java"
-    assert library_of(nightly, "rabbitmq") == "pika"
+    assert library_of(nightly, "rabbitmq") == "amqp-client-java"
     assert library_of(build_plan(load_suite("aws-seed-latency"))) == "confluent-kafka"
     assert load_driver("kafka-throughput").client_library == "confluent-kafka"
     assert library_of(build_plan(load_suite("smoke"))) == "kafka-python"  # 1,000 msg/s: the default holds it

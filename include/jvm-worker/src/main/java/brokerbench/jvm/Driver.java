@@ -2,6 +2,9 @@ package brokerbench.jvm;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
 /** One broker's Java client, configured from the OMB driver dict (the Python worker's drivers/base.py). */
 interface Driver extends AutoCloseable {
     /** Receives every message's bytes (the first 8 are the send stamp). */
@@ -57,6 +60,28 @@ interface Driver extends AutoCloseable {
                 throw new BadInput("the JVM engine has no driver for broker '" + broker + "' (it has: pulsar, kafka, "
                     + "rabbitmq)");
         }
+    }
+
+    /** A secret reference in an endpoint's value (the Python drivers' base.expand_secrets). */
+    Pattern SECRET_REF = Pattern.compile("\\$\\{env:(BROKERBENCH_SECRET_[A-Z0-9_]+)\\}");
+
+    /**
+     * {@code value} with each {@code ${env:BROKERBENCH_SECRET_...}} replaced by that environment variable: how an
+     * endpoint names a secret (an external cluster's password) without carrying it. A variable that is not set is
+     * bad input naming it.
+     */
+    static String expandSecrets(String value) {
+        Matcher m = SECRET_REF.matcher(value);
+        StringBuilder out = new StringBuilder();
+        while (m.find()) {
+            String secret = System.getenv(m.group(1));
+            if (secret == null) {
+                throw new BadInput("the endpoint names the secret " + m.group(1) + ", which is not in this process's "
+                    + "environment (the environment that started the worker gives it)");
+            }
+            m.appendReplacement(out, Matcher.quoteReplacement(secret));
+        }
+        return m.appendTail(out).toString();
     }
 
     /** A job the engine cannot run: exit 1, as the Python worker does for bad input. */

@@ -42,12 +42,9 @@ final class RabbitDriver implements Driver {
             throw new BadInput("the JVM engine does not apply an endpoint's client_config (authentication, TLS) yet");
         }
         JsonNode given = endpoint.path("amqp_uris").size() > 0 ? endpoint.path("amqp_uris") : driver.path("amqpUris");
-        given.forEach(u -> uris.add(u.asText()));
+        given.forEach(u -> uris.add(Driver.expandSecrets(u.asText())));
         if (uris.isEmpty()) {
             throw new BadInput("RabbitMQ endpoint has no amqp_uris");
-        }
-        if (uris.stream().anyMatch(u -> u.contains("${env:"))) {
-            throw new BadInput("the JVM engine does not expand secret references in amqp_uris yet");
         }
         persistent = driver.path("messagePersistence").asBoolean(false);
         stream = "STREAM".equalsIgnoreCase(driver.path("queueType").asText("CLASSIC"));
