@@ -84,6 +84,23 @@ def test_the_sampler_reports_another_run_and_foreign_load(procs, tmp_path):
     assert summary["foreign_cpu_max_percent"] >= summary["foreign_cpu_mean_percent"]
 
 
+def test_the_sampler_ends_with_the_task_that_started_it(tmp_path):
+    """A task killed outright (SIGKILL: no after_phase) leaves no sampler behind to count against other runs."""
+    task = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    out = str(tmp_path / "metrics" / "measure.jsonl")
+    pid = hostmetrics.start(str(tmp_path / "state"), out, "localhost", 0.2, own_pids=[task.pid],
+                            watch_pid=task.pid)["pid"]
+    sampler = psutil.Process(pid)
+    deadline = time.monotonic() + 10
+    while not (os.path.exists(out) and hostmetrics.parse_lines(open(out).read())) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sampler.is_running() and hostmetrics.parse_lines(open(out).read())  # it samples while its task runs
+    task.kill()
+    task.wait(10)
+    sampler.wait(5)  # psutil.TimeoutExpired if it went on sampling
+    assert not sampler.is_running()
+
+
 def test_summarise_means_and_other_runs():
     samples = [
         {"ts": 1.0, "cpu_percent": 50.0, "own_cpu_percent": 30.0, "foreign_cpu_percent": 10.0,

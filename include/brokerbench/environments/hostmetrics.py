@@ -171,12 +171,17 @@ class ProcessCpu:
 
 
 def sample_forever(out: str, interval: float, host: str, state_dir: str | None = None,
-                   own_pids: Iterable[int] = (), run_root: str | None = None) -> None:
+                   own_pids: Iterable[int] = (), run_root: str | None = None, watch_pid: int | None = None) -> None:
+    """Append one sample per ``interval`` to ``out`` until SIGTERM, or until the process ``watch_pid`` (the task
+    that started the sampler and will stop it) is gone: a task killed outright leaves no sampler behind."""
     import psutil
 
     stop = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
     signal.signal(signal.SIGINT, lambda *_: stop.update(flag=True))
+    watched = _process(watch_pid) if watch_pid else None
+    if watch_pid and watched is None:
+        return  # the starter is gone already
     state_dir = state_dir or os.environ.get(MARKER_STATE)
     procs = ProcessCpu(state_dir, own_pids, run_root)
     psutil.cpu_percent(None)
@@ -184,7 +189,7 @@ def sample_forever(out: str, interval: float, host: str, state_dir: str | None =
     with open(out, "a") as f:
         while not stop["flag"]:
             time.sleep(interval)
-            if stop["flag"]:
+            if stop["flag"] or (watched is not None and not _alive(watched)):
                 break
             d1, n1, t1 = _disk(), _net(), time.monotonic()
             dt = max(t1 - t0, 1e-6)
@@ -211,6 +216,25 @@ def sample_forever(out: str, interval: float, host: str, state_dir: str | None =
             f.write(json.dumps(rec) + "\n")
             f.flush()
             d0, n0, t0 = d1, n1, t1
+
+
+def _process(pid: int) -> Any:
+    import psutil
+
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _alive(p: Any) -> bool:
+    """``p`` still runs (is_running compares its start time too: a reused pid is not it)."""
+    import psutil
+
+    try:
+        return bool(p.is_running()) and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def parse_lines(text: str) -> list[dict[str, Any]]:
@@ -276,13 +300,15 @@ def own_chain(pid: int | None = None) -> list[int]:
 
 
 def start(state_dir: str, out: str, host: str, interval: float,
-          own_pids: Iterable[int] | None = None, run_root: str | None = None) -> dict[str, Any]:
+          own_pids: Iterable[int] | None = None, run_root: str | None = None,
+          watch_pid: int | None = None) -> dict[str, Any]:
     """Start a detached sampler writing to ``out``; recorded (and marked) in
     ``state_dir`` like every process of a run, so a teardown stops it.
 
     ``own_pids``: processes that belong to the run without carrying its
     marker (default: the caller and its ancestors, i.e. the task that
-    starts the phase)."""
+    starts the phase). ``watch_pid``: the sampler also ends when this process
+    is gone (the task that stops it, where that task is on this machine)."""
     import psutil
 
     from brokerbench.environments.processes import MARKER_BROKER, MARKER_STATE, process_entry, record_processes
@@ -298,6 +324,8 @@ def start(state_dir: str, out: str, host: str, interval: float,
         argv += ["--own-pid", str(pid)]
     if run_root:
         argv += ["--run-root", run_root]
+    if watch_pid:
+        argv += ["--watch-pid", str(watch_pid)]
     proc = subprocess.Popen(argv, env=env, start_new_session=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     record_processes(Path(state_dir).resolve(), [process_entry(psutil.Process(proc.pid), "hostmetrics", "sampler")])
@@ -337,9 +365,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="a process of this run without the marker (repeatable)")
     s.add_argument("--run-root", help="state dirs under this directory are this run's too (a fleet's other "
                                       "hosts on the same machine)")
+    s.add_argument("--watch-pid", type=int, help="end when this process is gone (the task that started it)")
     a = ap.parse_args(argv)
     if a.cmd == "sample":
-        sample_forever(a.out, a.interval, a.host, a.state_dir, a.own_pid, a.run_root)
+        sample_forever(a.out, a.interval, a.host, a.state_dir, a.own_pid, a.run_root, a.watch_pid)
     return 0
 
 

@@ -187,10 +187,11 @@ class LocalEnvironment(Machine, Environment):
                                                        "is not dropped"}] if phase == "measure" else []}
         try:
             # own CPU: processes with this state dir's marker, and this task with its ancestors;
-            # every other process's CPU is foreign (docs/results-format.md, "Status")
+            # every other process's CPU is foreign (docs/results-format.md, "Status"). The sampler ends
+            # with this task should it be killed before after_phase stops it
             hostmetrics.start(str(self.state_dir), str(out), self.host.name,
                               self.settings.metrics_interval_s,
-                              own_pids=hostmetrics.own_chain(os.getpid()))
+                              own_pids=hostmetrics.own_chain(os.getpid()), watch_pid=os.getpid())
             rec["metrics"] = [{"host": self.host.name, "file": str(out)}]
         except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
             rec["metrics"] = [{"host": self.host.name, "error": f"{type(e).__name__}: {e}"}]
