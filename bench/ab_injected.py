@@ -1,8 +1,9 @@
 """A/A and A/B comparisons on a real broker with a known, injected difference: the false-positive rate and the power
 of the A/B verdict (brokerbench.abtest.compare) at this machine's noise, measured rather than modelled.
 
-One broker is deployed once (local environment, loopback) behind a DelayProxy (tests/support/delay_proxy.py) that it
-advertises, so every client byte from the broker passes the proxy on both sides. A "run" here is what an A/B run of
+One broker (Kafka, Pulsar or RabbitMQ) is deployed once (local environment, loopback) behind a DelayProxy
+(tests/support/delay_proxy.py) that it advertises (RabbitMQ: that its URI names), so every client byte from the
+broker passes the proxy on both sides. A "run" here is what an A/B run of
 the product measures: ``--trials`` trials per side in ABBA order (A B B A A B B A ...), each trial one worker job of
 ``--seconds`` at ``--rate`` msg/s on a topic of its own, judged per metric with the same ``compare`` at 95 %. Side B
 differs from side A only by the proxy's delay on broker-to-client bytes:
@@ -58,7 +59,7 @@ METRICS = {"publish_latency_p50_ms": ("publish_latency_us", 50), "publish_latenc
            "e2e_latency_p50_ms": ("e2e_latency_us", 50), "e2e_latency_p99_ms": ("e2e_latency_us", 99)}
 #: each metric's A/B rule (threshold and floor) as the product judges it
 RULE = {m.column: m for m in RULES if m.column in METRICS}
-LIBRARY = {"kafka": "confluent-kafka", "pulsar": "pulsar-client"}
+LIBRARY = {"kafka": "confluent-kafka", "pulsar": "pulsar-client", "rabbitmq": "pika"}
 
 
 def deploy(broker: str, state_dir: str, pinning: dict[str, str] | None):
@@ -166,7 +167,7 @@ def summarise(runs: list[dict]) -> list[dict]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--broker", default="kafka", choices=sorted(LIBRARY))
-    p.add_argument("--library", default=None, help="the client library (default: confluent-kafka / pulsar-client)")
+    p.add_argument("--library", default=None, help="the client library (default: confluent-kafka / pulsar-client / pika)")
     p.add_argument("--runs", type=int, default=8, help="runs of each kind (A/A and every target)")
     p.add_argument("--trials", type=int, default=5, help="trials per side of a run (an A/B run's default: 5)")
     p.add_argument("--seconds", type=float, default=3.0, help="each trial's measured seconds")
