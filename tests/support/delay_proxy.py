@@ -1,10 +1,11 @@
 """A TCP proxy on loopback that delays every broker-to-client byte by a set time: the known, injected difference
 of the latency tests (tests/integration) and of bench/ab_injected.py's A/B runs.
 
-The delay is kept by a thread of its own waiting on a condition (a timed futex: tens of microseconds late), not
-by the event loop's timers, whose epoll wait is rounded up to a whole millisecond: with those, any delay below a
-millisecond cost about a millisecond, a step rather than a dial. Every chunk takes the same path whatever the
-delay (0 included), so two sides that differ by their delay differ by it alone."""
+The delay is kept by a thread of its own waiting on a condition (a delay of d adds d and up to about 0.2 ms:
+bench/proxy_delay.py), not by the event loop's timers, whose epoll wait asyncio rounds up to a whole
+millisecond: with those, any delay below a millisecond cost about a millisecond, a step rather than a dial.
+Every chunk takes the same path whatever the delay (0 included), so two sides that differ by their delay
+differ by it alone."""
 
 from __future__ import annotations
 
