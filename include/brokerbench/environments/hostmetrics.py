@@ -176,12 +176,17 @@ def sample_forever(out: str, interval: float, host: str, state_dir: str | None =
     that started the sampler and will stop it) is gone: a task killed outright leaves no sampler behind."""
     import psutil
 
+    from brokerbench.environments.processes import alive, process_entry
+
     stop = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
     signal.signal(signal.SIGINT, lambda *_: stop.update(flag=True))
-    watched = _process(watch_pid) if watch_pid else None
-    if watch_pid and watched is None:
-        return  # the starter is gone already
+    watched = None
+    if watch_pid:
+        try:  # its pid and start time: a reused pid is not it
+            watched = process_entry(psutil.Process(watch_pid), "hostmetrics", "phase task")
+        except psutil.Error:
+            return  # the starter is gone already
     state_dir = state_dir or os.environ.get(MARKER_STATE)
     procs = ProcessCpu(state_dir, own_pids, run_root)
     psutil.cpu_percent(None)
@@ -189,7 +194,7 @@ def sample_forever(out: str, interval: float, host: str, state_dir: str | None =
     with open(out, "a") as f:
         while not stop["flag"]:
             time.sleep(interval)
-            if stop["flag"] or (watched is not None and not _alive(watched)):
+            if stop["flag"] or (watched is not None and not alive(watched)):
                 break
             d1, n1, t1 = _disk(), _net(), time.monotonic()
             dt = max(t1 - t0, 1e-6)
@@ -216,25 +221,6 @@ def sample_forever(out: str, interval: float, host: str, state_dir: str | None =
             f.write(json.dumps(rec) + "\n")
             f.flush()
             d0, n0, t0 = d1, n1, t1
-
-
-def _process(pid: int) -> Any:
-    import psutil
-
-    try:
-        return psutil.Process(pid)
-    except psutil.Error:
-        return None
-
-
-def _alive(p: Any) -> bool:
-    """``p`` still runs (is_running compares its start time too: a reused pid is not it)."""
-    import psutil
-
-    try:
-        return bool(p.is_running()) and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def parse_lines(text: str) -> list[dict[str, Any]]:
