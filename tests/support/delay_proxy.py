@@ -74,6 +74,14 @@ class DelayProxy:
         self.loop.run_forever()
 
     async def _handle(self, creader, cwriter):
+        try:
+            await self._relay(creader, cwriter)
+        except asyncio.CancelledError:
+            # close() with the connection still open: end quietly. Python 3.11's start_server calls exception() on
+            # a handler's task that ended cancelled and logs the CancelledError as "Exception in callback"
+            cwriter.close()
+
+    async def _relay(self, creader, cwriter):
         port = self.target_port() if callable(self.target_port) else self.target_port
         sreader, swriter = await asyncio.open_connection("127.0.0.1", port)
 
@@ -90,7 +98,10 @@ class DelayProxy:
                 self._schedule(due, cwriter, data)
             self._schedule(due, cwriter, None)
 
-        await asyncio.gather(up(), down(), return_exceptions=True)
+        try:
+            await asyncio.gather(up(), down(), return_exceptions=True)
+        finally:
+            swriter.close()
 
     def close(self):
         async def shutdown():  # the connections' tasks end before their loop does
