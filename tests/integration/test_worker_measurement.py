@@ -17,7 +17,7 @@ import pytest
 from brokerbench.histogram import LogHistogram
 from brokerbench.worker.job import Job
 from brokerbench.worker.runner import WorkerError, prepare_job, run_job
-from tests.support.delay_proxy import DelayProxy
+from tests.support.delay_proxy import deploy_behind
 
 pytestmark = pytest.mark.integration
 
@@ -96,26 +96,23 @@ def test_rate_pacing_is_accurate(local_env, tmp_path):
 
 @pytest.mark.parametrize("library", ["pika", "amqp-client-java"])  # the Python driver, the JVM engine
 def test_end_to_end_latency_grows_by_an_injected_delay(local_env, tmp_path, library):
-    ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
-    uri = ep["amqp_uris"][0]
-    port = int(uri.rsplit(":", 1)[1].split("/")[0])
-    delay_s = 0.050
-    proxy = DelayProxy(port, delay_s)
+    proxy, ep = deploy_behind(local_env, "rabbitmq")  # the URI names the proxy; its delay is 0 until set
     try:
         results = {}
-        for name, uris in (("direct", [uri]), ("delayed", [uri.replace(f":{port}", f":{proxy.port}")])):
-            job = make_job("rabbitmq", dict(ep, amqp_uris=uris), library, rate=500, duration_s=3)
+        for name, delay_s in (("undelayed", 0.0), ("delayed", 0.050)):
+            proxy.delay_s = delay_s
+            job = make_job("rabbitmq", ep, library, rate=500, duration_s=3)
             prepare_job(job)
             out = tmp_path / f"{name}.jsonl"
             run_job(job, str(out), progress=lambda s: None)
             results[name] = merged(records(out), "e2e_latency_us")
         # the consumer's deliveries arrive 50 ms later; nothing else changes. Compared by the floor (the lowest
         # latency of each side): load on the host only adds latency and moves a p50 by tens of ms between runs
-        grow_ms = (results["delayed"].min - results["direct"].min) / 1000
+        grow_ms = (results["delayed"].min - results["undelayed"].min) / 1000
         print(f"rabbitmq, {library}: +50 ms broker->client: end-to-end floor +{grow_ms:.1f} ms;",
               {n: f"p50 {h.percentile(50) / 1e3:.1f} ms, floor {h.min / 1e3:.1f} ms" for n, h in results.items()})
         assert 45 <= grow_ms <= 65, grow_ms
-        assert results["delayed"].count == results["direct"].count == 1500
+        assert results["delayed"].count == results["undelayed"].count == 1500
     finally:
         proxy.close()
 
@@ -124,14 +121,11 @@ def test_a_sweep_step_whose_acknowledgements_fall_behind_is_unstable(local_env, 
     """Confirms delayed by 0.8 s (the proxy holds every broker-to-client byte): the producer hands its
     messages over on time and every one is confirmed in the end, so the step's achieved rate alone would call
     it stable; about 2,000 messages are still unconfirmed when the step ends, and the step is unstable."""
-    ep = local_env.deploy("rabbitmq", {}, "fsync-off", {}).to_dict()
-    uri = ep["amqp_uris"][0]
-    port = int(uri.rsplit(":", 1)[1].split("/")[0])
-    proxy = DelayProxy(port, 0.8)
+    proxy, ep = deploy_behind(local_env, "rabbitmq")
+    proxy.delay_s = 0.8
     try:
-        job = make_job("rabbitmq", dict(ep, amqp_uris=[uri.replace(f":{port}", f":{proxy.port}")]), "pika", rate=0,
-                       duration_s=3, subs=0, consumers=0, kind="throughput-sweep", sweep_rates_msg_s=[2500],
-                       step_duration_s=3)
+        job = make_job("rabbitmq", ep, "pika", rate=0, duration_s=3, subs=0, consumers=0, kind="throughput-sweep",
+                       sweep_rates_msg_s=[2500], step_duration_s=3)
         prepare_job(job)
         out = tmp_path / "sweep.jsonl"
         run_job(job, str(out), progress=lambda s: None)
