@@ -114,20 +114,27 @@ class Load:
                 return
             time.sleep(min(0.1, max(0.0, (end_ns - time.time_ns()) / 1e9)))
 
-    def flush_and_drain(self) -> None:
+    def _flush_and_catch_up(self, poll_s: float) -> tuple[float, bool]:
+        """The producers flushed (each bounded by drain_timeout_s), then the subscriptions caught up, looked at
+        every ``poll_s`` and bounded by drain_timeout_s: (seconds the flush took, whether they caught up)."""
         timeout = self.job.drain_timeout_s
         t0 = time.monotonic()
         for p in self.clients.producers:
             p.flush(timeout)
-        self.extra_end["flush_s"] = round(self.extra_end.get("flush_s", 0) + time.monotonic() - t0, 4)
-        deadline = time.monotonic() + timeout
-        consumers = self.clients.consumers
-        while consumers and time.monotonic() < deadline and not self.errors:
+        flushed = time.monotonic()
+        deadline = flushed + timeout
+        while self.clients.consumers and time.monotonic() < deadline and not self.errors:
             if self.backlog() == 0:
-                time.sleep(0.2)  # a late probe counted as received may hide one message
-                break
-            time.sleep(0.05)
-        if consumers and self.layout.owns_subscriptions():
+                return flushed - t0, True
+            time.sleep(poll_s)
+        return flushed - t0, False
+
+    def flush_and_drain(self) -> None:
+        flush_s, caught_up = self._flush_and_catch_up(0.05)
+        self.extra_end["flush_s"] = round(self.extra_end.get("flush_s", 0) + flush_s, 4)
+        if caught_up:
+            time.sleep(0.2)  # a late probe counted as received may hide one message
+        if self.clients.consumers and self.layout.owns_subscriptions():
             self.undrained = self.backlog()
 
     def lead_in(self, begin_ns: int) -> int:
@@ -146,12 +153,7 @@ class Load:
         stop.set()
         for th in threads:
             th.join(timeout=max(5.0, lead_in_s))
-        timeout = self.job.drain_timeout_s
-        for p in self.clients.producers:
-            p.flush(timeout)
-        deadline = time.monotonic() + timeout
-        while self.clients.consumers and self.backlog() > 0 and time.monotonic() < deadline and not self.errors:
-            time.sleep(0.01)
+        self._flush_and_catch_up(0.01)
         return max(lead_end + int(LEAD_IN_SETTLE_S * 1e9), time.time_ns() + 50_000_000)
 
     def start_ns(self) -> int:
