@@ -53,6 +53,7 @@ def default_meta(**overrides: Any) -> dict:
         "worker": "client1-0",
         "host": "client1",
         "interval_s": 10,
+        "lead_in_s": 1.5,
         "target_rate_msg_s": 1000,
         "message_size_bytes": 1024,
         "topics": 1,

@@ -66,6 +66,7 @@ def _record(histogram: T.StructType) -> T.StructType:
         T.StructField("worker", T.StringType()),
         T.StructField("host", T.StringType()),
         T.StructField("interval_s", T.DoubleType()),
+        T.StructField("lead_in_s", T.DoubleType()),
         T.StructField("target_rate_msg_s", T.DoubleType()),
         T.StructField("message_size_bytes", T.LongType()),
         T.StructField("topics", T.LongType()),

@@ -98,6 +98,7 @@ RECORD = T.StructType([
     T.StructField("worker", T.StringType()),
     T.StructField("host", T.StringType()),
     T.StructField("interval_s", T.DoubleType()),
+    T.StructField("lead_in_s", T.DoubleType()),
     T.StructField("target_rate_msg_s", T.DoubleType()),
     T.StructField("message_size_bytes", T.LongType()),
     T.StructField("topics", T.LongType()),
@@ -423,7 +424,7 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         records.filter(F.col("record") == "meta")
         .filter(F.col("phase") == "measure")
         .select(
-            "file", *COMBO, "worker", "host", "interval_s", "target_rate_msg_s", "message_size_bytes",
+            "file", *COMBO, "worker", "host", "interval_s", "lead_in_s", "target_rate_msg_s", "message_size_bytes",
             "topics", "partitions_per_topic", "producers", "consumers", "client_library",
             "client_library_version", "brokerbench_version", F.col("start_ns").alias("phase_start_ns"), "kind",
         )
@@ -472,6 +473,7 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         F.sum("target_rate_msg_s").alias("target_rate_msg_s"),
         F.max("message_size_bytes").alias("message_size_bytes"),
         F.max("interval_s").alias("interval_s"),
+        F.max("lead_in_s").alias("lead_in_s"),
         F.max("topics").alias("topics"),
         F.max("partitions_per_topic").alias("partitions_per_topic"),
         F.sum("producers").alias("producers"),
@@ -601,7 +603,7 @@ def aggregate(spark: SparkSession, run_dir: str, records: DataFrame | None = Non
         rate("messages_sent").alias("send_rate_msg_s"),
         rate("messages_received").alias("consume_rate_msg_s"),
         rate("send_errors").alias("publish_error_rate_msg_s"),
-        "measured_seconds", "interval_s", "workers", "intervals",
+        "measured_seconds", "interval_s", "lead_in_s", "workers", "intervals",
         "messages_sent", "messages_acked", "messages_received", "send_errors", "backlog_end_msgs",
         *[f"{prefix}_{stat}_{unit}"
           for prefix, unit, _ in METRICS.values()

@@ -154,6 +154,7 @@ def test_a_measured_phase_records_nothing_of_its_lead_in(pulsar, library):
     assert lead_in == {"seconds": 1.0, "sent": RATE}, lead_in
     assert end["totals"]["sent"] == end["totals"]["acked"] == end["totals"]["received"] == 2 * RATE, end["totals"]
     assert merged(recs, "publish_delay_us").count == merged(recs, "publish_latency_us").count == 2 * RATE
+    assert _summary(str(out))["lead_in_s"] == 1.0  # the summary row, and so the history, says how long it was
 
 
 def same_rows(ep, state: Path, python_library: str, java_library: str) -> dict[str, dict]:

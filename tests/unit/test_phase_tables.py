@@ -74,7 +74,7 @@ def test_a_phase_gives_counters_rates_and_percentiles_of_its_merged_histograms(t
     samples = {(w, i): rng.integers(100, 50_000, 300) for w in range(2) for i in range(3)}
     files = []
     for w in range(2):
-        records = [meta(f"c{w}-0")]
+        records = [meta(f"c{w}-0", lead_in_s=1.0 + w)]
         records += [interval(i, 0 if i == 2 else 500, samples[(w, i)], seconds=5.0 if i < 2 else 0.2)
                     for i in range(3)]
         records.append({"record": "end", "status": "ok", "cpu_percent": 10.0 + w})
@@ -87,6 +87,7 @@ def test_a_phase_gives_counters_rates_and_percentiles_of_its_merged_histograms(t
     assert part["target_rate_msg_s"] == 200.0  # summed over the workers
     assert part["measured_seconds"] == 10.0  # the seconds of load: the drain interval sent nothing
     assert part["backlog_end_msgs"] == 4  # each worker's last interval
+    assert part["lead_in_s"] == 2.0  # the longest of the workers' lead-ins
     every = LogHistogram.from_values(np.concatenate(list(samples.values())))
     assert part["publish_latency_p99_ms"] == min(every.percentile(99.0), every.max) / 1000.0
     assert part["publish_latency_count"] == 1_800
@@ -115,6 +116,7 @@ def test_the_status_names_a_missing_end_a_low_rate_and_contention(tmp_path):
     f = write(tmp_path / "raw/w/d/fsync-off/measure/c0.jsonl", records, tail='{"record": "end", "stat')
     [part] = tables(0, [f])["summary"]
     assert part["partial"] == "partial: worker c0-0 has no end record"
+    assert part["lead_in_s"] is None  # a file of a worker before the lead-in: empty
     label = phase_label("w", "d", "fsync-off")
     contention = contention_rows([json.dumps({"phase": "measure", "label": label, "hosts": {
         "client1": {"foreign_cpu_mean_percent": 43.21, "foreign_cpu_max_percent": 97.5,
