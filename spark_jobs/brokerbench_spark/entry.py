@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from . import pyfiles
+from . import broker_metrics, pyfiles
 from .history_writer import SIDE_B_TRIAL
 from .outputs import csv_text, text_table, write_run_outputs, write_text
 from .phase_tables import (
@@ -119,6 +119,8 @@ class Tables:
     quantiles: dict[int, list[dict]] = field(default_factory=dict)
     omb_series: dict[int, list[dict]] = field(default_factory=dict)
     sweep: dict[int, list[dict]] = field(default_factory=dict)
+    #: the brokers' and hosts' metrics per interval (broker_metrics.INTERVAL_COLUMNS)
+    broker_metrics: dict[int, list[dict]] = field(default_factory=dict)
     summary_schema: T.StructType = field(default_factory=lambda: T.StructType([]))
     timeseries_columns: list[str] = field(default_factory=list)
 
@@ -157,17 +159,57 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
     tables.sweep = _by_run(by_table["sweep"], [*COMBO, "step"])
     measured = {run: dirs[run] for run in sorted(tables.timeseries)}
     finished = []
+    metric_columns: list[str] = []
     for run, run_dir in measured.items():
         provenance = read_provenance(run_dir, client)
         contention = contention_rows(read_text(uri, client) for uri, _ in
                                      list_files(run_dir, "provenance/phases/*.json", client))
-        finished += [finish_summary(part, side_provenance(provenance, part),
-                                    contention.get(phase_label(part["workload"], part["driver"], part["variant"])))
-                     for part in by_table["summary"] if part["run"] == run]
+        parts = [part for part in by_table["summary"] if part["run"] == run]
+        run_rows = [finish_summary(part, side_provenance(provenance, part),
+                                   contention.get(phase_label(part["workload"], part["driver"], part["variant"])))
+                    for part in parts]
+        intervals, columns = _broker_metrics(run_dir, client, parts, run_rows)
+        tables.broker_metrics[run] = intervals
+        metric_columns += [c for c in columns if c not in metric_columns]
+        finished += run_rows
+    # the brokers' and hosts' phase figures: one column per catalog metric of the run (null where a row's broker
+    # does not have it), then the notes
+    tables.summary_schema = T.StructType(list(SUMMARY_SCHEMA.fields)
+                                         + [T.StructField(c, T.DoubleType(), True) for c in metric_columns]
+                                         + [T.StructField(broker_metrics.NOTES, T.StringType(), True)])
+    for done in finished:
+        for c in [*metric_columns, broker_metrics.NOTES]:
+            done.setdefault(c, None)
     tables.summary = _by_run(finished, COMBO, summary_order)
     tables.quantiles = _by_run([q for q in by_table["quantiles"] if q["run"] in measured], [*COMBO, "metric"])
     tables.omb_series = _by_run([o for o in by_table["omb"] if o["run"] in measured], [*COMBO, "window"])
     return tables
+
+
+def _broker_metrics(run_dir: str, client, parts: list[dict], rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """The run's brokers' and hosts' metrics (broker_metrics.py): each summary row gets its phase figures and
+    notes; returns the per-interval rows and the metric columns."""
+    files = [(uri, read_text(uri, client)) for pattern in ("brokermetrics/*/*/*/*/*.jsonl",
+                                                          "hostmetrics/*/*/*/*/*.jsonl")
+             for uri, _ in list_files(run_dir, pattern, client)]
+    brokers, hosts = broker_metrics.read_files(files)
+    phases = {}
+    for part in parts:
+        start_ns, seconds = part.get("phase_start_ns"), part.get("measured_seconds")
+        start = None if start_ns is None else start_ns / 1e9
+        phases[(part["workload"], part["driver"], part["variant"])] = {
+            "broker": part["broker"], "start": start,
+            "end": None if start is None or seconds is None else start + seconds}
+    intervals, figures, columns = broker_metrics.tables(brokers, hosts, phases)
+    for row in rows:
+        got = figures.get(tuple(row[c] for c in COMBO))
+        if got is None or not any(k.startswith(row["broker"] + "_") for k in got):
+            got = dict(got or {})
+            why = (f"no broker metrics: {row.get('broker_implementation') or row['broker']} exposes no endpoint "
+                   "brokerbench reads")
+            got[broker_metrics.NOTES] = "; ".join(n for n in (why, got.get(broker_metrics.NOTES)) if n)
+        row.update(got)
+    return intervals, columns
 
 
 def side_provenance(provenance: dict[tuple[str, str], dict], part: dict) -> dict | None:
@@ -210,6 +252,9 @@ def _write_outputs(spark: SparkSession, dirs: dict[int, str], outs: list[str], t
         write_run_outputs(out, rows, tables.summary_schema, tables.timeseries[run], tables.timeseries_columns,
                           tables.quantiles.get(run, []), ALL_PERCENTILES, spark.version,
                           tables.omb_series.get(run, []))
+        series = tables.broker_metrics.get(run, [])
+        write_text(f"{out}/brokermetrics.csv", csv_text(series, broker_metrics.INTERVAL_COLUMNS))
+        print(f"brokerbench aggregate: {len(series)} broker and host metric rows -> {out}/brokermetrics.csv")
         print(f"brokerbench aggregate: {len(rows)} summary rows, {len(tables.timeseries[run])} interval rows "
               f"-> {out}")
         print(text_table(rows))

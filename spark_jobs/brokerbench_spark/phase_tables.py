@@ -453,6 +453,8 @@ def _summary_part(run: int, combo: dict, metas, intervals, ends, hist: Histogram
     }
     row.update(_counters(intervals, [e for _, e in files]))
     row.update(_latency(hist.wide(1, None, None), _WIDE_SUMMARY))
+    # the phase's clock (its first interval's start, wall-clock ns): the brokers' metrics are aligned to it
+    row["phase_start_ns"] = _min(r["start_ns"] for _, _, r in intervals)
     return row
 
 

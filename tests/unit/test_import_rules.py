@@ -10,6 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "include" / "brokerbench"
 
 #: the environments' parts every environment shares
 ENV_SHARED = ("brokerbench.environments", "brokerbench.environments.base", "brokerbench.environments.processes",
+              "brokerbench.environments.brokermetrics",
               "brokerbench.environments.settings",
               "brokerbench.environments.hostsetup", "brokerbench.environments.hostmetrics")
 HELPERS = ("brokerbench.util", "brokerbench.resources")

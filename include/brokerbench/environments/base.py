@@ -149,6 +149,15 @@ class Environment(ABC, Generic[SettingsT]):
         ``dest_dir``; returns per-host summaries."""
         return {}
 
+    def start_broker_metrics(self, label: str) -> dict[str, Any] | None:  # noqa: ARG002 - the default has none
+        """Start scraping the deployed brokers' own metrics (:mod:`.brokermetrics`) for the phase ``label``;
+        returns {"targets": [...]} (or {"error": ...}), or None where the environment has no endpoints."""
+        return None
+
+    def stop_broker_metrics(self, label: str, dest_dir: str) -> dict[str, Any]:  # noqa: ARG002 - the default has none
+        """Stop the phase's scrapers and bring their files to ``dest_dir/<host>.jsonl``; returns {host: file}."""
+        return {}
+
     def record_created(self, broker: str, names: list[str]) -> None:  # noqa: ARG002 - the default keeps none
         """The names (topics, subscriptions, queues) a run's prepare step is about to create on ``broker``, told
         before it creates them. Default: not kept (the environment's teardown removes the brokers)."""

@@ -374,15 +374,21 @@ def _run_item(ctx: RunContext, env, item, endpoint: BrokerEndpoint,
         jvm.ensure_built(progress=lambda line: log.info("%s", line))
         env.provide_client_engine(str(jvm.engine_dir()))
     phase_rec = env.before_phase(phase, label)
+    scraping = env.start_broker_metrics(label)
     try:
         # the environments take jobs as their files' dicts (Job.to_dict: an agent sends them on as JSON)
         res = env.run_workers([one.to_dict() for one in jobs], [str(a) for a in attempts],
                               timeout_s=minutes * 60.0 + job.lead_in_s + WORKER_GRACE_S)
     finally:
+        under = Path(*out.relative_to(ctx.run_dir / "raw").parts[:-1])
+        if scraping is not None:
+            # the brokers' own metrics of the phase (brokermetrics/<same path>/<host>.jsonl)
+            scraping["files"] = env.stop_broker_metrics(label, str(ctx.run_dir / "brokermetrics" / under))
         if phase_rec is not None:
             # host metrics of the phase, stored with the results (hostmetrics/<same path>/<host>.jsonl)
-            dest = ctx.run_dir / "hostmetrics" / Path(*out.relative_to(ctx.run_dir / "raw").parts[:-1])
-            phase_rec["hosts"] = env.after_phase(phase, label, str(dest))
+            phase_rec["hosts"] = env.after_phase(phase, label, str(ctx.run_dir / "hostmetrics" / under))
+            if scraping is not None:
+                phase_rec["broker_metrics"] = scraping
             ctx.write_json(f"provenance/phases/{label}.json", phase_rec)
     for o, a in zip(outs, attempts):
         keep_best_attempt(o, a)

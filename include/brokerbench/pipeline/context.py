@@ -21,7 +21,7 @@ from brokerbench.util import run_key, write_json_atomic
 log = logging.getLogger("brokerbench")
 
 #: What a task does not download from an s3:// results store unless it reads it (RunContext.synced).
-RUN_BULK = ("raw/", "hostmetrics/")
+RUN_BULK = ("raw/", "hostmetrics/", "brokermetrics/")
 
 #: Repository root (include/brokerbench/pipeline/context.py -> parents[3]).
 PROJECT_ROOT = Path(__file__).resolve().parents[3]

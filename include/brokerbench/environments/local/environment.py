@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 from typing_extensions import override
 
-from .. import cpus, hostmetrics, hostsetup
+from .. import brokermetrics, cpus, hostmetrics, hostsetup
 from ..base import Environment, EnvironmentFailure
 from ..machine import distribution_for, implementation_for
 from ..machine.distributions import DistributionError
@@ -196,6 +196,30 @@ class LocalEnvironment(Machine, Environment):
         except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
             rec["metrics"] = [{"host": self.host.name, "error": f"{type(e).__name__}: {e}"}]
         return rec
+
+    @override
+    def start_broker_metrics(self, label: str) -> dict[str, Any] | None:
+        """A scraper of every running broker's own endpoints (:mod:`..brokermetrics`) for the phase."""
+        targets = self.metrics_targets()
+        if not targets:
+            return None
+        out = self.state_dir / "metrics" / f"{label}.brokers.jsonl"
+        try:
+            return brokermetrics.start(str(self.state_dir), str(out), self.host.name,
+                                       self.settings.metrics_interval_s, targets, watch_pid=os.getpid())
+        except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
+            return {"error": f"{type(e).__name__}: {e}"}
+
+    @override
+    def stop_broker_metrics(self, label: str, dest_dir: str) -> dict[str, Any]:
+        src = self.state_dir / "metrics" / f"{label}.brokers.jsonl"
+        brokermetrics.stop(str(src))
+        if not src.exists():
+            return {}
+        dest = Path(dest_dir) / f"{self.host.name}.jsonl"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        return {self.host.name: str(dest)}
 
     @override
     def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:

@@ -16,8 +16,11 @@ from typing import Any
 
 from typing_extensions import override
 
+from ..base import EnvironmentFailure
+from ..brokermetrics import Target
 from .broker import LOOPBACK, DistributionBroker, KafkaProbeMixin, free_ports, kafka_flush_requested
 from .distributions import java, log4j_options
+from .exporters import jmx_exporter_option
 
 log = logging.getLogger("brokerbench")
 
@@ -55,7 +58,7 @@ class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
 
     def _launch(self, broker_settings: dict[str, Any]) -> dict[str, Any]:
         users = {str(k): str(v) for k, v in self.settings.kafka_sasl_plain_users.items()}
-        port, cport, *more = free_ports(3 if users else 2)
+        port, cport, mport, *more = free_ports(4 if users else 3)
         data = self.dir / "data"
         props = {
             "process.roles": "broker,controller",
@@ -94,15 +97,32 @@ class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
         self.run_tool(base + log4j_options(self.dist, self.dir / "conf" / "tool", logs / "storage-tool.log")
                       + ["kafka.tools.StorageTool", "format", "-t", kraft_cluster_id(), "-c", str(conf)],
                       timeout=120, check=True)
-        argv = ([java(), f"-Xms{heap}m", f"-Xmx{heap}m", *JVM_PERFORMANCE, f"-Dkafka.logs.dir={logs}",
+        # the broker's own metrics: the JMX exporter agent on a port of its own (a broker without it still runs:
+        # its catalog metrics are then recorded as not exposed, with the reason)
+        agent: list[str] = []
+        exporter: dict[str, Any]
+        try:
+            option, exporter = jmx_exporter_option(LOOPBACK, mport)
+            agent = [option]
+        except EnvironmentFailure as e:
+            log.warning("kafka: no broker metrics: %s", e)
+            exporter = {"error": str(e)}
+        argv = ([java(), f"-Xms{heap}m", f"-Xmx{heap}m", *JVM_PERFORMANCE, *agent, f"-Dkafka.logs.dir={logs}",
                  *log4j_options(self.dist, self.dir / "conf", logs / "server.log"),
                  "-cp", self.dist.classpath(), "kafka.Kafka", str(conf)])
         entry = self.spawn(argv, "kafka")
         return {"address": f"{LOOPBACK}:{port}", "ports": {"kafka": port, "controller": cport,
+                                                            **({"metrics": mport} if agent else {}),
                                                             **({"sasl_plaintext": more[0]} if users else {})},
                 **({"sasl_address": f"{LOOPBACK}:{more[0]}", "sasl_users": sorted(users)} if users else {}),
                 "processes": [entry], "config": str(conf), "heap_mb": heap,
-                "distribution": self.dist.provenance()}
+                "distribution": self.dist.provenance(), "metrics_exporter": exporter}
+
+    @override
+    def metrics_targets(self, state: dict[str, Any]) -> list[Target]:
+        port = (state.get("ports") or {}).get("metrics")
+        return [Target("kafka", "broker", LOOPBACK, f"http://{LOOPBACK}:{port}/metrics", self.implementation,
+                       str(state.get("version") or ""))] if port else []
 
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
         return super()._log_files(state) + [(str(self.dir / "logs" / "server.log"), 0)]

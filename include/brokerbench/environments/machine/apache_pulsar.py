@@ -21,6 +21,7 @@ from typing import Any
 
 from typing_extensions import override
 
+from ..brokermetrics import Target
 from .broker import LOOPBACK, DistributionBroker, PulsarProbeMixin, free_ports, journal_sync_requested
 from .distributions import java, log4j_options
 
@@ -133,6 +134,12 @@ class ApachePulsarBroker(PulsarProbeMixin, DistributionBroker):
 
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
         return super()._log_files(state) + [(str(self.dir / "logs" / "pulsar-standalone.log"), 0)]
+
+    @override
+    def metrics_targets(self, state: dict[str, Any]) -> list[Target]:
+        """The web service's ``/metrics`` (the broker's series; the embedded bookie serves none of its own)."""
+        return [Target("pulsar", "broker", LOOPBACK, f"{state['http_url']}/metrics", self.implementation,
+                       str(state.get("version") or ""))]
 
     @override
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:

@@ -31,6 +31,7 @@ import psutil
 
 from .. import cpus
 from ..base import BrokerEndpoint, EnvironmentFailure
+from ..brokermetrics import Target
 from ..processes import (
     MARKER_BROKER,
     MARKER_STATE,
@@ -190,6 +191,11 @@ class LocalBroker(ABC):
     def durability(self, variant: str, broker_settings: dict[str, Any],
                    driver_overrides: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         """{"variant", "honoured", "note", "settings"} for this implementation."""
+
+    def metrics_targets(self, state: dict[str, Any]) -> list[Target]:  # noqa: ARG002 - the default has none
+        """The broker's own metrics endpoints (:mod:`..brokermetrics`) while it runs (default: none, e.g. the
+        stand-ins)."""
+        return []
 
     def _graceful_stop(self, state: dict[str, Any]) -> None:
         """Ask the broker to stop (default: SIGTERM to the main processes)."""

@@ -14,6 +14,7 @@ from typing import Any
 from typing_extensions import override
 
 from ..base import BrokerEndpoint, EnvironmentFailure
+from ..brokermetrics import Target
 from ..processes import alive, same_process, terminate
 from .broker import LOOPBACK, LocalBroker, free_ports
 
@@ -32,8 +33,9 @@ class RabbitMQBroker(LocalBroker):
     Each node gets its own node name, AMQP port, distribution port, data and
     log directories and config; all nodes share one Erlang cookie (HOME) and
     one epmd on a port of its own (ERL_EPMD_PORT), so runs never share epmd's
-    default port 4369. No plugins are enabled (the management plugin would
-    listen on 15672). Other ``broker_settings`` keys are written to
+    default port 4369. One plugin is enabled, ``rabbitmq_prometheus`` (the
+    broker's own metrics, on a port of each node's own, 127.0.0.1 only); not
+    the management plugin. Other ``broker_settings`` keys are written to
     rabbitmq.conf as they are.
     """
 
@@ -59,7 +61,8 @@ class RabbitMQBroker(LocalBroker):
                 "RABBITMQ_MNESIA_BASE": str(nd / "mnesia"),
                 "RABBITMQ_LOG_BASE": str(nd / "log"),
                 "RABBITMQ_PID_FILE": str(nd / "rabbitmq.pid"),
-                "RABBITMQ_CONFIG_FILE": str(self.dir / "rabbitmq.conf"),
+                # each node's own copy: the shared settings and the node's metrics port
+                "RABBITMQ_CONFIG_FILE": str(nd / "rabbitmq.conf"),
                 "RABBITMQ_ADVANCED_CONFIG_FILE": str(self.dir / "advanced.config"),
                 "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.dir / "enabled_plugins"),
                 "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
@@ -91,7 +94,7 @@ class RabbitMQBroker(LocalBroker):
         if n < 1:
             raise EnvironmentFailure(f"nodes must be at least 1 (got {n})", host=self.label())
         tag = secrets.token_hex(3)
-        ports = free_ports(1 + 2 * n)
+        ports = free_ports(1 + 3 * n)
         home = self.dir / "home"
         home.mkdir(parents=True, exist_ok=True)
         cookie = home / ".erlang.cookie"
@@ -102,14 +105,18 @@ class RabbitMQBroker(LocalBroker):
                 "log.console = false"]
         conf += [f"{k} = {v}" for k, v in broker_settings.items() if k != "nodes"]
         (self.dir / "rabbitmq.conf").write_text("\n".join(conf) + "\n")
-        (self.dir / "enabled_plugins").write_text("[].\n")
+        # the broker's own metrics (rabbitmq_prometheus, shipped with the server): /metrics on each node's port
+        (self.dir / "enabled_plugins").write_text("[rabbitmq_prometheus].\n")
         (self.dir / "rabbitmq-env.conf").write_text("# brokerbench: settings come from the environment\n")
         state: dict[str, Any] = {"epmd_port": ports[0], "nodes": [], "processes": []}
         for i in range(n):
             nd = self.dir / "data" / f"node{i + 1}"
             (nd / "log").mkdir(parents=True, exist_ok=True)
             state["nodes"].append({"name": f"bb{tag}n{i + 1}@localhost", "amqp_port": ports[1 + 2 * i],
-                                   "dist_port": ports[2 + 2 * i], "dir": str(nd)})
+                                   "dist_port": ports[2 + 2 * i], "metrics_port": ports[1 + 2 * n + i],
+                                   "dir": str(nd)})
+            (nd / "rabbitmq.conf").write_text("\n".join([*conf, f"prometheus.tcp.ip = {LOOPBACK}",
+                                                         f"prometheus.tcp.port = {ports[1 + 2 * n + i]}"]) + "\n")
         # Start every node at once (each takes several seconds), then cluster them.
         for i, node in enumerate(state["nodes"]):
             state["processes"].append(self.spawn([str(RABBITMQ_BIN / "rabbitmq-server")], f"node{i + 1}",
@@ -118,6 +125,7 @@ class RabbitMQBroker(LocalBroker):
         state["ports"] = {"epmd": ports[0], **{f"node{i + 1}_amqp": nd["amqp_port"] for i, nd in enumerate(state["nodes"])},
                           **{f"node{i + 1}_dist": nd["dist_port"] for i, nd in enumerate(state["nodes"])}}
         state["amqp_uris"] = [f"amqp://guest:guest@{LOOPBACK}:{nd['amqp_port']}/%2F" for nd in state["nodes"]]
+        state["ports"].update({f"node{i + 1}_metrics": nd["metrics_port"] for i, nd in enumerate(state["nodes"])})
         state["clustered"] = n == 1
         return state
 
@@ -159,6 +167,13 @@ class RabbitMQBroker(LocalBroker):
             conn = pika.BlockingConnection(pika.ConnectionParameters(
                 LOOPBACK, node["amqp_port"], connection_attempts=1, socket_timeout=5, blocked_connection_timeout=5))
             conn.close()
+
+    @override
+    def metrics_targets(self, state: dict[str, Any]) -> list[Target]:
+        """Each node's rabbitmq_prometheus endpoint (aggregated series: one figure per node, not per queue)."""
+        version = str(state.get("version") or "")
+        return [Target("rabbitmq", "node", node["name"], f"http://{LOOPBACK}:{node['metrics_port']}/metrics",
+                       self.implementation, version) for node in state.get("nodes", []) if node.get("metrics_port")]
 
     def _endpoint(self, state: dict[str, Any]) -> BrokerEndpoint:
         return BrokerEndpoint(broker="rabbitmq", implementation="rabbitmq", version=state.get("version", "unknown"),

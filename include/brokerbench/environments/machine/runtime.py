@@ -29,6 +29,7 @@ import psutil
 
 from .. import cpus
 from ..base import BrokerEndpoint, EnvironmentFailure, LocalHost
+from ..brokermetrics import Target
 from ..processes import (
     MARKER_BROKER,
     MARKER_STATE,
@@ -80,6 +81,16 @@ class Machine:
         state = self._broker(broker).check()
         return {"broker": broker, "implementation": state.get("implementation"), "status": "serving",
                 "address": state.get("address")}
+
+    def metrics_targets(self) -> list[Target]:
+        """The brokers' own metrics endpoints of every broker running from this state directory."""
+        targets: list[Target] = []
+        for broker in BROKERS:
+            b = self._broker(broker)
+            state = b.state()
+            if state and state.get("status") == "running":
+                targets += b.metrics_targets(state)
+        return targets
 
     def undeploy(self, broker: str) -> None:
         stopped = self._broker(broker).stop()
