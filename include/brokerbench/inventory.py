@@ -13,6 +13,7 @@ import textwrap
 from typing import Any
 
 from brokerbench.changepoint import version_key
+from brokerbench.environments.brokermetrics import CATALOG_BROKERS, catalog, catalog_path
 from brokerbench.environments.machine.distributions import ARTIFACTS, TOOL_ARTIFACTS, cache_root, cached_versions
 from brokerbench.environments.registry import environment_kind
 from brokerbench.spec import (
@@ -158,6 +159,19 @@ def cache_text() -> str:
     return "\n".join(lines)
 
 
+def catalogs_text() -> str:
+    """Each broker's metrics catalog (include/metrics/<broker>.yaml): what the scrapers read during every phase."""
+    out = ["broker metrics (read from each broker's own endpoint during every phase; columns of the summary, "
+           "charted in the report's 'What the brokers and hosts did'; docs/broker-metrics.md):"]
+    for broker in CATALOG_BROKERS:
+        cat = catalog(broker)
+        out += [f"  {cat.title} ({catalog_path(broker)}): {' '.join(cat.endpoint.split())}"]
+        rows = [[m.id, m.kind, m.role, f"{m.worse} is worse", m.means] for m in cat.metrics]
+        out.append(_indent(text_table(["metric (column)", "kind", "read from", "worse", "what it means"], rows),
+                           "    "))
+    return "\n".join(out)
+
+
 def inventory_text() -> str:
     """Everything ``brokerbench list`` prints."""
     cached = {b: in_cache(b) for b in ARTIFACTS}
@@ -194,5 +208,5 @@ def inventory_text() -> str:
             out.append(f"  {name:<14} {_first_sentence(load_variant(name).description)}")
         except SpecError as e:
             out.append(f"  {name}: error: {e}")
-    out += ["", cache_text()]
+    out += ["", catalogs_text(), "", cache_text()]
     return "\n".join(out)

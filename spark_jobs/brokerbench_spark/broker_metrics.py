@@ -13,7 +13,8 @@ phase's workers (negative before it).
 - counter: its increase since the previous scrape per second (a value below the previous one is a restart:
   the counter counted from 0 again, so its increase is the value itself, as Prometheus' ``rate`` does);
 - timer: the increase of its sum over the increase of its count (a mean per event of the interval; no event:
-  no value);
+  no value; below zero, which only Kafka's Count-then-Mean reads can give in an interval of a few events: no
+  value);
 - ratio: the broker's own window sum over its count, as read (Pulsar's topic stats, kept per minute).
 
 Per phase (columns of the summary row, named by the metric's id, which ends with its unit): over the measured
@@ -103,7 +104,9 @@ def _step(kind: str, prev: Any, cur: Any, dt: float) -> float | None:
         return inc / dt if dt > 0 else None
     (s0, c0), (s1, c1) = prev, cur
     ds, dc = (s1 - s0, c1 - c0) if c1 >= c0 else (s1, c1)
-    return ds / dc if dc > 0 else None
+    # a time below zero is impossible: Kafka's exporter reads a timer's Count and Mean one after the other, and
+    # in an interval of a few events the events between the two reads can outweigh them: no value there
+    return ds / dc if dc > 0 and ds >= 0 else None
 
 
 def interval_values(kind: str, readings: list[tuple[float, Any]]) -> list[tuple[float, float]]:

@@ -14,6 +14,7 @@ Contract (docs/aggregation-and-report.md, "Running the jobs on a cluster"):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections import defaultdict
@@ -121,6 +122,8 @@ class Tables:
     sweep: dict[int, list[dict]] = field(default_factory=dict)
     #: the brokers' and hosts' metrics per interval (broker_metrics.INTERVAL_COLUMNS)
     broker_metrics: dict[int, list[dict]] = field(default_factory=dict)
+    #: broker -> its catalog's panels and metrics (broker_metrics.panels)
+    broker_catalogs: dict[int, dict[str, dict]] = field(default_factory=dict)
     summary_schema: T.StructType = field(default_factory=lambda: T.StructType([]))
     timeseries_columns: list[str] = field(default_factory=list)
 
@@ -168,8 +171,9 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
         run_rows = [finish_summary(part, side_provenance(provenance, part),
                                    contention.get(phase_label(part["workload"], part["driver"], part["variant"])))
                     for part in parts]
-        intervals, columns = _broker_metrics(run_dir, client, parts, run_rows)
+        intervals, columns, catalogs = _broker_metrics(run_dir, client, parts, run_rows)
         tables.broker_metrics[run] = intervals
+        tables.broker_catalogs[run] = catalogs
         metric_columns += [c for c in columns if c not in metric_columns]
         finished += run_rows
     # the brokers' and hosts' phase figures: one column per catalog metric of the run (null where a row's broker
@@ -186,9 +190,10 @@ def _aggregate(spark: SparkSession, files: dict[str, tuple[int, int]], dirs: dic
     return tables
 
 
-def _broker_metrics(run_dir: str, client, parts: list[dict], rows: list[dict]) -> tuple[list[dict], list[str]]:
+def _broker_metrics(run_dir: str, client, parts: list[dict], rows: list[dict]
+                    ) -> tuple[list[dict], list[str], dict[str, dict]]:
     """The run's brokers' and hosts' metrics (broker_metrics.py): each summary row gets its phase figures and
-    notes; returns the per-interval rows and the metric columns."""
+    notes; returns the per-interval rows, the metric columns and the catalogs' panels the files carry."""
     files = [(uri, read_text(uri, client)) for pattern in ("brokermetrics/*/*/*/*/*.jsonl",
                                                           "hostmetrics/*/*/*/*/*.jsonl")
              for uri, _ in list_files(run_dir, pattern, client)]
@@ -209,7 +214,7 @@ def _broker_metrics(run_dir: str, client, parts: list[dict], rows: list[dict]) -
                    "brokerbench reads")
             got[broker_metrics.NOTES] = "; ".join(n for n in (why, got.get(broker_metrics.NOTES)) if n)
         row.update(got)
-    return intervals, columns
+    return intervals, columns, broker_metrics.panels(brokers)
 
 
 def side_provenance(provenance: dict[tuple[str, str], dict], part: dict) -> dict | None:
@@ -254,6 +259,8 @@ def _write_outputs(spark: SparkSession, dirs: dict[int, str], outs: list[str], t
                           tables.omb_series.get(run, []))
         series = tables.broker_metrics.get(run, [])
         write_text(f"{out}/brokermetrics.csv", csv_text(series, broker_metrics.INTERVAL_COLUMNS))
+        write_text(f"{out}/brokermetrics-panels.json",
+                   json.dumps(tables.broker_catalogs.get(run, {}), indent=1, sort_keys=True) + "\n")
         print(f"brokerbench aggregate: {len(series)} broker and host metric rows -> {out}/brokermetrics.csv")
         print(f"brokerbench aggregate: {len(rows)} summary rows, {len(tables.timeseries[run])} interval rows "
               f"-> {out}")

@@ -181,3 +181,44 @@ def test_smoke_runs_kafka_and_pulsar_through_the_client_libraries_the_param_chos
 def test_smoke_leaves_no_process_behind(smoke):
     assert (smoke["run_dir"] / "provenance" / "teardown.json").exists()
     assert processes_under(smoke["home"]) == []
+
+
+def test_smoke_rows_carry_every_catalog_metric_of_their_broker_or_say_it_is_not_exposed(smoke):
+    """The brokers' own metrics, read from their real endpoints during the measured phase (Kafka's JMX exporter
+    agent, Pulsar's /metrics, RabbitMQ's rabbitmq_prometheus): every catalog metric of a row's broker has a value
+    or is named as not exposed, and the figures are the load the workers put on the broker."""
+    from brokerbench.environments.brokermetrics import catalog
+
+    run_dir = smoke["run_dir"]
+    rows = read_summary(run_dir)
+    assert {r["broker"] for r in rows} == {"kafka", "pulsar", "rabbitmq"}
+    for r in rows:
+        notes = r["broker_metrics_notes"] or ""
+        missing = [m.id for m in catalog(r["broker"]).metrics
+                   if r.get(m.id) in (None, "") and f"{m.id}: not exposed by {r['broker']}" not in notes]
+        assert missing == [], (r["broker"], r["variant"], missing, notes)
+        for host in ("host_cpu_percent", "host_disk_util_percent"):
+            assert r[host] not in (None, ""), (r["broker"], host)
+        # the broker's own count of what the workers sent: the phase's rate, in the broker's unit
+        rate = float(r["publish_rate_msg_s"])
+        if r["broker"] == "kafka":
+            assert float(r["kafka_bytes_in_mb_per_s"]) > 0.5 * rate * 100 / 1e6, r
+            assert float(r["kafka_produce_requests_per_s"]) > 0, r
+            parts = sum(float(r[f"kafka_produce_{p}_time_mean_ms"]) for p in
+                        ("request_queue", "local", "remote", "response_queue", "response_send"))
+            assert parts > 0 and parts <= float(r["kafka_produce_total_time_mean_ms"]) * 1.05 + 0.05, r
+            if r["variant"] == "fsync-on":  # flush.messages=1: a log flush per produce request
+                assert float(r["kafka_log_flushes_per_s"]) > 0.5 * float(r["kafka_produce_requests_per_s"]), r
+        elif r["broker"] == "pulsar":
+            assert float(r["pulsar_storage_write_rate_per_s"]) > 0, r
+            assert "pulsar_bookie_journal_sync_mean_ms: not exposed by pulsar apache-pulsar" in notes, notes
+        else:
+            assert float(r["rabbitmq_messages_received_per_s"]) > 0.5 * rate, r
+    with open(run_dir / "summary" / "brokermetrics.csv") as f:
+        series = list(csv.DictReader(f))
+    targets = {(s["broker"], s["variant"], s["target"]) for s in series if s["phase"] == "measure"}
+    for r in rows:
+        assert any(b == r["broker"] and v == r["variant"] and not t.startswith("host@") for b, v, t in targets), r
+    report = (run_dir / "report.html").read_text()
+    assert "What the brokers and hosts did" in report
+    assert report.count(": what the broker and hosts did") == len(rows)

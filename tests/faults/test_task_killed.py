@@ -23,14 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BROKERBENCH = str(Path(sys.executable).parent / "brokerbench")
 
 
-def worker_process(home: Path) -> psutil.Process | None:
-    """The run's load generator: the process started with the broker marker ``worker`` under ``home``."""
+def worker_process(home: Path, marker: str = "worker") -> psutil.Process | None:
+    """The run's load generator (or, ``marker="brokermetrics"``, its scraper of the broker's own metrics): the
+    process started with that broker marker under ``home``."""
     for p in psutil.process_iter(["pid"]):
         try:
             env = p.environ()
         except (psutil.Error, OSError):
             continue
-        if env.get("BROKERBENCH_BROKER") == "worker" and str(home) in env.get("BROKERBENCH_STATE_DIR", ""):
+        if env.get("BROKERBENCH_BROKER") == marker and str(home) in env.get("BROKERBENCH_STATE_DIR", ""):
             return p
     return None
 
@@ -48,6 +49,8 @@ def test_a_killed_task_process_is_torn_down_by_the_command_line(tmp_path):
         wait_for(lambda: re.search(r"\] measure +(1\d|[2-9]\d)\.\d/\d+ s \|", out.read_text()), 500,
                  "10 s of the measured phase")
         worker = wait_for(lambda: worker_process(home), 30, "the worker process")
+        # the phase's scraper of RabbitMQ's own metrics runs beside it, detached from the task
+        scraper = wait_for(lambda: worker_process(home, "brokermetrics"), 30, "the broker metrics scraper")
         task = worker.parent()
         assert task is not None and "airflow" in " ".join(task.cmdline()), task
         os.kill(task.pid, signal.SIGKILL)  # the task's process; the worker it started goes on sending
@@ -58,6 +61,7 @@ def test_a_killed_task_process_is_torn_down_by_the_command_line(tmp_path):
             cli.wait()
     text = out.read_text()
     wait_for(lambda: processes_mentioning(home) == [], 60, f"nothing left running: {processes_mentioning(home)}")
+    assert not scraper.is_running(), f"the scraper (pid {scraper.pid}) outlived its run"
     assert rc == 1, text[-3000:]
     assert "brokerbench: airflow dags test was killed (SIGKILL); tearing the run down" in text
     assert re.search(r"teardown: [1-9]\d* process\(es\) stopped; lease released", text), text[-3000:]

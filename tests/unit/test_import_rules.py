@@ -64,7 +64,10 @@ RULES = {
                            "brokerbench.storage",
                            *HELPERS),
     "brokerbench.triggers": ("brokerbench.lease",),
+    # a run's broker metrics for the user's own Prometheus and Grafana: the catalogs and the raw scraper files
+    "brokerbench.monitoring": ("brokerbench.environments.brokermetrics", *HELPERS),
     "brokerbench.pipeline": (*ANALYSIS, "brokerbench.environments", "brokerbench.spec", "brokerbench.worker",
+                             "brokerbench.monitoring",
                              "brokerbench.storage", "brokerbench.lease", *HELPERS),
     "brokerbench.operators": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.notify", "brokerbench.spec",
                               "brokerbench.environments.aws.fleet",
@@ -81,6 +84,7 @@ RULES = {
                                "brokerbench.spec", *HELPERS),
     # what a user can run, for `brokerbench list`: the specs, the environments' default versions, the broker cache
     "brokerbench.inventory": ("brokerbench.spec", "brokerbench.environments.registry",
+                              "brokerbench.environments.brokermetrics",
                               "brokerbench.environments.machine.distributions", "brokerbench.worker.runner",
                               "brokerbench.changepoint", *HELPERS),
     # a results root at a terminal (`brokerbench history`, `brokerbench compare`): the history, the verdicts and
@@ -97,7 +101,8 @@ RULES = {
                         "brokerbench.bisect",
                         "brokerbench.spec", "brokerbench.storage",
                         "brokerbench.environments.aws.fleet", "brokerbench.environments.registry",
-                        "brokerbench.crosscheck", "brokerbench.inventory", "brokerbench.results_view", *HELPERS),
+                        "brokerbench.crosscheck", "brokerbench.inventory", "brokerbench.results_view",
+                        "brokerbench.monitoring", *HELPERS),
 }
 
 #: the Airflow layer: the only modules that import Airflow when they are imported (others do it inside the

@@ -170,6 +170,10 @@ class RunData:
     history: list[dict[str, Any]] = field(default_factory=list)
     #: the summary with each measurement's trials combined into one row (= ``summary`` without trials)
     combined: list[dict[str, Any]] = field(default_factory=list)
+    #: summary/brokermetrics.csv: the brokers' own metrics and the hosts' figures per interval
+    broker_series: list[dict[str, Any]] = field(default_factory=list)
+    #: summary/brokermetrics-panels.json: broker -> {"panels", "metrics"} of its catalog
+    broker_catalogs: dict[str, Any] = field(default_factory=dict)
 
     def durability(self, broker: str, variant: str, row: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """honoured (True/False/None = unknown), note, settings, implementation, version."""
@@ -213,6 +217,9 @@ def load_run(run_dir: str | Path, history_root: str | Path | None = None) -> Run
     regression = read_json(run_dir / "summary" / "regression.json")
     data.regression = regression if isinstance(regression, dict) else None
     _, data.sweep = read_table(run_dir / "summary" / "sweep.csv")
+    _, data.broker_series = read_table(run_dir / "summary" / "brokermetrics.csv")
+    catalogs = read_json(run_dir / "summary" / "brokermetrics-panels.json")
+    data.broker_catalogs = catalogs if isinstance(catalogs, dict) else {}
     if history_root is not None and summary:
         data.history = _track_history(history_root, data.combined)
     prov_dir = run_dir / "provenance"

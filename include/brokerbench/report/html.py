@@ -25,6 +25,7 @@ from brokerbench.report import verdict_table
 from brokerbench.trials import spread_columns, trials_of
 from brokerbench.util import text_table, write_atomic
 
+from .broker_panels import broker_panels_section
 from .charts import series_by_combo
 from .data import RunData, client_text, column_label, column_unit, implementation_text, load_run, summary_order
 from .figures import (
@@ -792,16 +793,20 @@ def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
                    "all": results_table(data, data.summary_columns), "trials": trials_section(data)}
     changed = _changed_tracks(data)
     charts, sweep = charts_section(data), sweep_section(data)
+    with_driver = _with_driver(data)
+    brokers = broker_panels_section(data.timeseries, data.broker_series, data.broker_catalogs,
+                                    lambda row: _combo_label(data, row, with_driver))
     changed_trends = track_trends(data, changed, "changed") if changed and data.history else []
     trends = trends_section(data)
-    any_chart = bool(charts or (sweep and sweep["charts"]) or changed_trends or (trends and trends["charts"]))
+    any_chart = bool(charts or brokers or (sweep and sweep["charts"]) or changed_trends or
+                     (trends and trends["charts"]))
     return render(
         "report.html.j2", title=_title(data), meta_bits=meta_bits, what=what_matters_section(data, failed_tasks),
         ab=ab_section(data),
         key_figures=key_figures_section(data), status=status_section(data), changed_trends=changed_trends,
         results=results, regression=regression_section(data), verdict_columns=VERDICT_COLUMNS,
         not_judged_columns=NOT_JUDGED_COLUMNS,
-        trends=trends, charts=charts, sweep=sweep, sweep_first=sweep_first(data),
+        trends=trends, charts=charts, brokers=brokers, sweep=sweep, sweep_first=sweep_first(data),
         plotly_js=plotly_js() if any_chart else "",
         durability=durability_section(data), provenance=provenance_section(data), client_columns=CLIENT_COLUMNS,
         version=brokerbench.__version__, plan=plan_section(data), outcome_css=OUTCOME_CSS)
