@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from brokerbench.environments.brokermetrics import CATALOG_BROKERS, Catalog, catalog, extract, header, Target
+from brokerbench.environments.brokermetrics import CATALOG_BROKERS, Catalog, Target, catalog, extract, header
 from brokerbench_spark import broker_metrics as bm
 
 
