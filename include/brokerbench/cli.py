@@ -45,6 +45,11 @@
                                           1 not in one release or undecided, 2 refused argument)
     brokerbench aws-sweep [--dry-run]     terminate brokerbench EC2 instances of any run
                                           past their lifetime (brokerbench_aws_sweeper DAG)
+    brokerbench export-metrics RUN_DIR [--out DIR]
+                                          a run's broker metrics for your own Prometheus and Grafana:
+                                          prometheus.yml, grafana-<broker>.json, series.openmetrics.txt
+                                          (default RUN_DIR/monitoring; exit 1 no broker metrics)
+    brokerbench grafana --broker kafka    a broker's Grafana dashboard (JSON) on stdout
 
 Exit codes of ``bench`` (the run's outcome, said in its last line; docs/cli.md, docs/analytics.md "Outcome"):
     0    no regression (at least one track judged), or not judged: no baseline yet (a first run) or no valid
@@ -75,7 +80,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from brokerbench import local_airflow, run_guard, spec
+from brokerbench import local_airflow, monitoring, run_guard, spec
 from brokerbench.environments.registry import environment_kind
 from brokerbench.outcome import EXIT_CODES, FAIL_ON, Outcome, RunOutcome, exit_code_for, read_outcome, write_outcome
 from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
@@ -852,6 +857,15 @@ def main(argv: list[str] | None = None) -> int:
                          help="minutes past the brokerbench:expires-at tag before terminating (default 15)")
     p_sweep.add_argument("--dry-run", action="store_true", help="only list what would be terminated")
     p_sweep.set_defaults(fn=_cmd_aws_sweep)
+    p_exp = sub.add_parser("export-metrics", help="a run's broker metrics for your own stack: its Prometheus scrape "
+                                                  "configuration, a Grafana dashboard per broker, its series in "
+                                                  "OpenMetrics text (docs/broker-metrics.md)")
+    p_exp.add_argument("run_dir", metavar="RUN_DIR", help="the run's directory (results/runs/<dag>/<run>)")
+    p_exp.add_argument("--out", help="where to write them (default RUN_DIR/monitoring)")
+    p_exp.set_defaults(fn=lambda a: monitoring.export_command(a.run_dir, a.out))
+    p_graf = sub.add_parser("grafana", help="print the Grafana dashboard (JSON) of a broker's catalog")
+    p_graf.add_argument("--broker", required=True, choices=monitoring.CATALOG_BROKERS)
+    p_graf.set_defaults(fn=lambda a: monitoring.dashboard_command(a.broker))
     args = ap.parse_args(argv)
     local_airflow.apply_defaults()  # a plain shell: the project's Airflow home, never ~/airflow
     return args.fn(args)

@@ -99,7 +99,27 @@ def report(ctx: RunContext, failed_tasks: Sequence[str] = ()) -> str:
     path = build_report(ctx.run_dir, history_root=run_history_root(ctx), failed_tasks=failed_tasks)
     log.info("\n%s", render_text_summary(ctx.run_dir))
     log.info("report: %s", path)
+    export_monitoring(ctx)
     return str(path)
+
+
+def export_monitoring(ctx: RunContext) -> dict[str, Path]:
+    """``monitoring/``: the run's Prometheus scrape configuration, a Grafana dashboard per broker and its series
+    in OpenMetrics text (brokerbench.monitoring), from the raw scraper files (pulled for an s3:// store: they are
+    bulk, not in the staging copy); a failure is logged, never the report's."""
+    # the catalogs (brokerbench.environments): loaded in the report task, not where DAG files are parsed
+    from brokerbench import monitoring
+
+    try:
+        if ctx.sync is not None:
+            ctx.sync.pull([f"runs/{ctx.run_key}/brokermetrics/"])
+        written = monitoring.export(ctx.run_dir)
+    except Exception as e:  # noqa: BLE001 - exports for the user's own stack: the report stands without them
+        log.warning("monitoring exports not written: %s: %s", type(e).__name__, e)
+        return {}
+    if written:
+        log.info("monitoring: %s", ", ".join(str(p) for p in written.values()))
+    return written
 
 
 def history_uri(ctx: RunContext) -> str:
