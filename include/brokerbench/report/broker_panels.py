@@ -10,6 +10,7 @@ workers, as in the latency charts). Read from ``summary/brokermetrics.csv`` and
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
@@ -25,6 +26,8 @@ HOST_PANELS = [("Hosts: CPU and disk busy (%)", [("host_cpu_percent", "CPU"), ("
 #: the latencies drawn on top: (timeseries.csv column, legend name)
 LATENCY_LINES = [("publish_latency_p99_ms", "publish p99"), ("e2e_latency_p99_ms", "end-to-end p99")]
 PANEL_HEIGHT_PX = 190
+#: a trial's workload id (``<workload>.trial<k>``; side B of an A/B run: ``<workload>.B.trial<k>``)
+TRIAL = re.compile(r"^(?P<base>.+?)(?:\.(?P<side>B))?\.trial(?P<k>\d+)$")
 
 
 def _num(v: Any) -> float | None:
@@ -100,14 +103,29 @@ def broker_panels_section(timeseries: Sequence[Mapping[str, Any]], metric_rows: 
     for r in measured:
         by_combo[(r.get("workload"), r.get("broker"), r.get("driver"), r.get("variant"))].append(r)
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    trials: dict[str, int] = defaultdict(int)
+    two_sides = set()  # the workloads of an A/B run
+    for key in by_combo:
+        m = TRIAL.match(str(key[0]))
+        if m:
+            trials[m.group("base")] = max(trials[m.group("base")], int(m.group("k")))
+            if m.group("side"):
+                two_sides.add(m.group("base"))
     for n, (key, rows) in enumerate(sorted(by_combo.items(), key=lambda kv: tuple(str(k) for k in kv[0]))):
         workload, broker, driver, variant = key
+        m = TRIAL.match(str(workload))
+        if m and m.group("k") != "1":
+            continue  # trials (and an A/B run's two sides): the first trial of each side, side by side
+        section = m.group("base") if m else str(workload)
         lat = [r for r in timeseries if (r.get("workload"), r.get("broker"), r.get("driver"), r.get("variant")) == key]
         name = label({"workload": workload, "broker": broker, "driver": driver, "variant": variant})
+        if m:
+            name = (f"side {m.group('side') or 'A'}: " if section in two_sides else "") + \
+                f"{name} (trial 1 of {trials[section]})"
         fig = combo_figure(f"{name}: what the broker and hosts did", lat, rows,
                            catalogs.get(str(broker), {}))
         if fig is not None:
-            out[str(workload)].append({"title": name, "html": figure_html(fig, f"bm{n}")})
-    return [{"workload": w, "charts": charts} for w, charts in sorted(out.items())] or None
+            out[section].append({"title": name, "html": figure_html(fig, f"bm{n}")})
+    return [{"workload": w, "charts": charts, "wide": w not in trials} for w, charts in sorted(out.items())] or None
 
 

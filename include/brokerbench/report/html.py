@@ -553,6 +553,8 @@ def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None,
             log_y = TREND_LOG.get(column, False)
             panels.append(Panel(y_label.replace(" (", "<br>(") + (", log" if log_y else ""), series, changes, log_y))
         runs = len({r.get("run_key") for r in t_rows})
+        if runs < 2:
+            continue  # one point per panel draws nothing: trends_section says so in a line
         fig = track_figure(f"{b} / {x} / {w}: {runs} ok run(s)", panels)
         parts.append({"title": f"{w}: trend {b}/{x}: " + ", ".join(c for c, _ in TREND_METRICS),
                       "html": figure_html(fig, f"{id_prefix}-{_slug(f'{b}-{x}-{w}')}")})
@@ -566,8 +568,10 @@ def trends_section(data: RunData) -> dict[str, Any] | None:
     rows = [r for r in data.history if env is None or r.get("environment") in (env, None)]
     not_ok = {r.get("run_key") for r in rows if r.get("status") not in (None, "ok")}
     ok_runs = {r.get("run_key") for r in rows if r.get("status") in (None, "ok")}
-    return {"ok_runs": len(ok_runs), "environment": env or "any", "not_ok": len(not_ok),
-            "charts": track_trends(data)}
+    charts = track_trends(data)
+    return {"ok_runs": len(ok_runs), "environment": env or "any", "not_ok": len(not_ok), "charts": charts,
+            "waiting": None if charts else (f"{len(ok_runs)} ok run(s) of this run's tracks in the history: a "
+                                            "trend is drawn once a track has two")}
 
 
 SWEEP_COLUMNS = ["workload", "broker", "client_library", "variant", "step", "target_rate_msg_s", "publish_rate_msg_s",
