@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -37,6 +39,10 @@ METRICS = [("publish_p50_ms", "publish p50 (ms)"), ("publish_p99_ms", "publish p
            ("e2e_p99_ms", "end-to-end p99 (ms)")]
 
 
+def _interrupted(*_) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", required=True, choices=["kafka", "pulsar", "rabbitmq"])
@@ -49,6 +55,8 @@ def main() -> int:
     ap.add_argument("--library", help="client library (default: the nightly suite's)")
     a = ap.parse_args()
     library = a.library or NIGHTLY_LIBRARY[a.broker]
+    # a SIGTERM tears the broker down too
+    signal.signal(signal.SIGTERM, _interrupted)
     if library.endswith("-java"):
         from brokerbench.worker import jvm
 
@@ -67,7 +75,8 @@ def main() -> int:
         for i, side in enumerate(order[:2 * a.trials]):
             out = work / f"scrape-{i}.jsonl"
             if side == "B":
-                brokermetrics.start(str(work / "state"), str(out), "localhost", a.interval, targets)
+                brokermetrics.start(str(work / "state"), str(out), "localhost", a.interval, targets,
+                                    watch_pid=os.getpid())
                 pid = int(Path(str(out) + ".pid").read_text())
                 proc = psutil.Process(pid)
                 t0 = time.monotonic()
