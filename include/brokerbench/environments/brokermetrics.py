@@ -323,8 +323,9 @@ def start(state_dir: str, out: str, host: str, interval: float, targets: list[Ta
             "--targets", json.dumps([t.to_dict() for t in targets])]
     if watch_pid:
         argv += ["--watch-pid", str(watch_pid)]
-    proc = subprocess.Popen(argv, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=open(out + ".log", "ab"))
+    with open(out + ".log", "ab") as errors:  # the scraper's own failures, if any
+        proc = subprocess.Popen(argv, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=errors)
     record_processes(Path(state), [process_entry(psutil.Process(proc.pid), "brokermetrics", "scraper")])
     Path(out + ".pid").write_text(str(proc.pid))
     return {"pid": proc.pid, "out": out, "targets": [t.name for t in targets]}
