@@ -252,6 +252,9 @@ class VersionedEnv:
     def before_phase(self, phase, label):
         return None
 
+    def start_broker_metrics(self, label):
+        return None
+
     def deploy(self, broker, broker_settings, variant, driver_overrides):
         from brokerbench.environments.base import BrokerEndpoint
 

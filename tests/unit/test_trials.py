@@ -119,6 +119,9 @@ class FakeEnv:
     def before_phase(self, phase, label):
         return None
 
+    def start_broker_metrics(self, label):
+        return None
+
     def run_workers(self, jobs, outs, timeout_s):
         for job, out in zip(jobs, outs):
             self.jobs.append((job["phase"], job["workload_id"], tuple(job["topics"]), tuple(job["subscriptions"])))
