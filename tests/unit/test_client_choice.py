@@ -301,6 +301,32 @@ def test_librdkafka_sockets_send_without_delay_unless_the_driver_file_says_other
     assert mine.common["socket.nagle.disable"] == "false"
 
 
+def test_librdkafka_producers_keep_the_java_clients_five_requests_in_flight_unless_the_driver_file_says_otherwise(
+        monkeypatch):
+    """librdkafka's default (1,000,000 in flight) sent a request per linger.ms, which a broker slower per request
+    than that (acks=all, flush.messages=1) queued on the connection: seconds of publish latency on the loopback
+    fleet's 3-node cluster where ProducerPerformance (the Java client: 5 in flight) measured tens of ms."""
+    from types import SimpleNamespace
+
+    from brokerbench.worker.drivers import confluent
+
+    built: list[dict] = []
+    monkeypatch.setattr(confluent, "_CKProducer", lambda conf, topic, recorder: built.append(conf))
+    recorder = SimpleNamespace(s=SimpleNamespace(publish_s=[]), error=lambda e: None)
+    ep = {"bootstrap_servers": "127.0.0.1:1"}
+    confluent.ConfluentKafkaDriver(ep, {"name": "k", "producerConfig": "acks=all\nlinger.ms=1"},
+                                   recorder).create_producer("t", 1)
+    assert built[-1]["max.in.flight.requests.per.connection"] == 5 and built[-1]["acks"] == "all"
+    for key in ("max.in.flight.requests.per.connection", "max.in.flight"):  # librdkafka's two names of it
+        confluent.ConfluentKafkaDriver(ep, {"name": "k", "producerConfig": f"{key}=100"}, recorder).create_producer(
+            "t", 1)
+        assert {k: v for k, v in built[-1].items() if k.startswith("max.in.flight")} == {key: "100"}
+    # the librdkafka producer takes it
+    from confluent_kafka import Producer
+
+    confluent._construct(Producer, {"bootstrap.servers": "127.0.0.1:1", "max.in.flight.requests.per.connection": 5})
+
+
 def test_the_jvm_engine_is_chosen_like_a_library_by_its_name_or_java(tmp_path):
     from brokerbench.worker import jvm
     from brokerbench.worker.drivers import driver_class

@@ -12,7 +12,10 @@ OMB's Java properties (``producerConfig``, ``consumerConfig``,
 batch.size, ...); a Java name librdkafka spells differently is renamed
 (``fetch.max.wait.ms`` -> ``fetch.wait.max.ms``), and keys librdkafka does
 not know are dropped with a warning. ``socket.nagle.disable`` is true unless
-the driver file sets it (the Java client always disables Nagle's algorithm).
+the driver file sets it (the Java client always disables Nagle's algorithm),
+and so is the Java client's ``max.in.flight.requests.per.connection=5``
+(librdkafka's own default, 1,000,000, lets one-message requests queue up on
+a connection of a broker slower per request than ``linger.ms``).
 
 The consumer takes what has arrived without waiting (``consume(1000, 0)``)
 and otherwise waits for the next message with ``poll``: ``consume(n, t)``
@@ -51,6 +54,14 @@ _JAVA_ONLY = {"key.serializer", "value.serializer", "key.deserializer", "value.d
 #: Java client property -> librdkafka's name for the same setting
 _LIBRDKAFKA_NAME = {"fetch.max.wait.ms": "fetch.wait.max.ms"}
 _UNKNOWN = re.compile(r'No such configuration property: "([^"]+)"')
+#: librdkafka's names of the producer's bound on unanswered requests per broker connection
+IN_FLIGHT_KEYS = ("max.in.flight.requests.per.connection", "max.in.flight")
+#: the Java client's default of that bound (OMB's driver files are written for the Java client). librdkafka's own
+#: default, 1,000,000, pipelines a request per linger.ms: a broker reads one request of a connection at a time, so
+#: where a request takes longer than linger.ms (acks=all with flush.messages=1) the requests of one message each
+#: queue up on the connection and the latency grows by seconds (docs/aws.md, the loopback fleet's fsync-on row);
+#: with 5 the messages that arrive meanwhile wait in one batch, as with the Java client
+JAVA_MAX_IN_FLIGHT = 5
 
 
 def _clean(props: dict[str, str]) -> dict[str, str]:
@@ -214,6 +225,8 @@ class ConfluentKafkaDriver(Driver):
     @override
     def create_producer(self, topic: str, partitions: int) -> Producer:
         conf = {**self.common, **_clean(parse_properties(self.driver.producer_config))}
+        if not set(IN_FLIGHT_KEYS) & set(conf):
+            conf[IN_FLIGHT_KEYS[0]] = JAVA_MAX_IN_FLIGHT
         return _CKProducer(conf, topic, self.recorder)
 
     @override
