@@ -19,13 +19,14 @@ import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from . import broker_metrics, pyfiles
-from .history_writer import SIDE_B_TRIAL
+from .history_writer import SIDE_B_TRIAL, append_run
 from .outputs import csv_text, text_table, write_run_outputs, write_text
 from .phase_tables import (
     SUMMARY_SCHEMA,
@@ -279,13 +280,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", action="append",
                         help="local directory for a run's outputs, written by the driver (repeatable: one per "
                              "--run-dir, in order; default <run-dir>/summary for a local run, required for S3)")
+    parser.add_argument("--history-root",
+                        help="also append each run to this history store (local directory) in the same application, "
+                             "as spark_jobs/history.py does: one Spark start for both steps (local run "
+                             "directories only: an S3 run's summary is read back from S3 by the history job)")
     args = parser.parse_args(argv)
     run_dirs = expand_run_dirs(args.run_dir)  # each run once, in order
     outs = out_dirs(run_dirs, args.out_dir)
+    if args.history_root and (is_s3(args.history_root) or any(is_s3(d) for d in run_dirs)):
+        parser.error("--history-root: local run directories and a local history store only (for S3, run "
+                     "spark_jobs/history.py once the run's summary is uploaded)")
 
     spark = build_session()
     spark.sparkContext.setLogLevel("WARN")
     try:
-        return aggregate_runs(spark, run_dirs, outs)
+        rc = aggregate_runs(spark, run_dirs, outs)
+        if rc == 0 and args.history_root:
+            appended_at = datetime.now(timezone.utc).isoformat()
+            for run_dir in run_dirs:
+                out = append_run(args.history_root, local_path(args.history_root), run_dir, appended_at)
+                print(f"brokerbench history: {out['rows']} rows of {out['run_key']} -> {args.history_root} "
+                      f"({out['partitions']} partitions; {out['replaced_directories']} earlier directories "
+                      f"replaced; manifest {out['manifest']})")
+        return rc
     finally:
         spark.stop()

@@ -132,7 +132,8 @@ class AggregateResultsOperator(BrokerbenchSparkOperator):
     script = "aggregate.py"
 
     def step(self, ctx: RunContext) -> Any:
-        return aggregate_results(ctx, self.submit)
+        run_type, run_ts = run_type_and_ts(self._context)
+        return aggregate_results(ctx, self.submit, run_type, run_ts)
 
 
 class HistoryAppendOperator(BrokerbenchSparkOperator):

@@ -60,13 +60,30 @@ def is_sweep_only(ctx: RunContext) -> bool:
     return (summary / "sweep.csv").exists() and not (summary / "summary.parquet").exists()
 
 
-def aggregate_results(ctx: RunContext, submit: SparkSubmit) -> Any:
+#: summary/<this>: the aggregation's application also appended the run to the (local) history store
+HISTORY_APPENDED = "history_appended.json"
+
+
+def aggregate_results(ctx: RunContext, submit: SparkSubmit, run_type: str | None = None,
+                      run_ts: str | None = None) -> Any:
     """spark_jobs/aggregate.py on the run's measured results, into ``summary/`` (for an s3:// store the job
-    reads the run from S3 and writes into the staging copy, which the step's sync pushes)."""
+    reads the run from S3 and writes into the staging copy, which the step's sync pushes). With a local results
+    store and the run's type and time, the same Spark application also appends the run to the history store
+    (``--history-root``: one Spark start for both steps; the history step then has nothing left to do)."""
     if not has_measurements(ctx, ctx.sync):
         raise NothingToDo(f"no measured results under {ctx.results_uri}/raw: nothing to aggregate")
-    log.info("aggregation of %s", ctx.results_uri)
-    return submit(["--run-dir", ctx.results_uri, "--out-dir", str(ctx.run_dir / "summary")], ctx.results_root)
+    marker = ctx.run_dir / "summary" / HISTORY_APPENDED
+    marker.unlink(missing_ok=True)
+    args = ["--run-dir", ctx.results_uri, "--out-dir", str(ctx.run_dir / "summary")]
+    together = ctx.sync is None and run_ts is not None and not is_sweep_only(ctx)
+    if together and run_ts is not None:
+        record_run_meta(ctx, run_type, run_ts)
+        args += ["--history-root", history_uri(ctx)]
+    log.info("aggregation of %s%s", ctx.results_uri, f", and its append to {history_uri(ctx)}" if together else "")
+    result = submit(args, ctx.results_root)
+    if together and (ctx.run_dir / "summary" / "summary.parquet").exists():
+        marker.write_text(json.dumps({"history": history_uri(ctx), "run_type": run_type, "run_ts": run_ts}) + "\n")
+    return result
 
 
 def append_history(ctx: RunContext, run_type: str | None, run_ts: str, submit: SparkSubmit) -> Any:
@@ -78,6 +95,12 @@ def append_history(ctx: RunContext, run_type: str | None, run_ts: str, submit: S
                         f"(the sweep's steps are in {ctx.results_uri}/summary/sweep.csv)")
     if not (ctx.run_dir / "summary" / "summary.parquet").exists():
         raise NothingToDo(f"no summary under {ctx.results_uri}/summary: nothing to append")
+    marker = ctx.run_dir / "summary" / HISTORY_APPENDED
+    if ctx.sync is None and marker.exists() and \
+            marker.stat().st_mtime >= (ctx.run_dir / "summary" / "summary.parquet").stat().st_mtime:
+        log.info("%s: appended to %s by the aggregation's Spark application (summary/%s)", ctx.results_uri,
+                 json.loads(marker.read_text()).get("history"), HISTORY_APPENDED)
+        return None
     record_run_meta(ctx, run_type, run_ts)
     location = history_uri(ctx)
     log.info("append %s (%s run at %s) to %s", ctx.results_uri, run_type, run_ts, location)
