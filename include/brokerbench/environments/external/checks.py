@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...spec.errors import SpecError
-from .connections import ExternalConnectionError, cluster_for
+from .connections import ExternalConnectionError, cluster_for, prometheus_for
 from .environment import ExternalSettingsError, external_settings
 
 
@@ -30,6 +30,7 @@ def check_plan(plan, params: dict[str, Any] | None = None, *, resolve_connection
         check_client_settings(settings.aws, plan)
     brokers = list(dict.fromkeys(i.broker for i in plan.items))
     clusters = {}
+    metrics_from: dict[str, str] = {}
     for broker in brokers:
         if not resolve_connections:
             clusters[broker] = f"the {broker} cluster"
@@ -39,6 +40,18 @@ def check_plan(plan, params: dict[str, Any] | None = None, *, resolve_connection
         except ExternalConnectionError as e:
             raise SpecError(str(e), None, f"environmentSettings.connections.{broker}") from None
         clusters[broker] = c.address()
+        if c.metrics.prometheus_conn_id:  # the cluster's own Prometheus: asked now, before anything runs
+            from .prometheus import check
+
+            try:
+                prom = prometheus_for(c)
+                if prom is not None:
+                    version = check(prom)
+                    metrics_from[broker] = f" (its metrics from Prometheus {version} at {prom.url})"
+            except ExternalConnectionError as e:
+                raise SpecError(f"{e} - the Prometheus of the {broker} cluster, named by connection {c.conn_id!r} "
+                                f"(extra.prometheus_conn_id)", None,
+                                f"environmentSettings.connections.{broker}") from None
     seen: set[tuple[str, str]] = set()
     for item in plan.items:
         if (item.broker, item.variant) in seen:
@@ -77,4 +90,4 @@ def check_plan(plan, params: dict[str, Any] | None = None, *, resolve_connection
     if total_bytes > settings.max_total_bytes:
         raise SpecError(f"the run would send up to {total_bytes:,.0f} bytes, above the external environment's "
                         f"max_total_bytes ({settings.max_total_bytes:,} bytes)", None, "producerRate")
-    return clusters
+    return {b: a + metrics_from.get(b, "") for b, a in clusters.items()}

@@ -20,7 +20,11 @@ rabbitmq
     else ``host``, ``port`` (5672), ``login``, ``password``, ``schema`` (the virtual host).
 any broker
     ``extra.broker_version``: the broker's version as the connection states it, recorded when the cluster
-    cannot be asked (and, for Kafka, whose protocol tells only the release line, the release it refines).
+    cannot be asked (and, for Kafka, whose protocol tells only the release line, the release it refines);
+    the brokers' own metrics (:class:`ClusterMetrics`): ``extra.metrics_endpoints`` (the brokers' /metrics
+    URLs, scraped every interval of a phase) and/or ``extra.prometheus_conn_id`` (a connection of the
+    cluster's own Prometheus, read into a :class:`PrometheusConnection`) with ``extra.prometheus_labels``
+    (the matchers that select this cluster's series there).
 
 Secrets (SASL password, token, AMQP password) never go into a record: the
 endpoint the workers get names them as ``${env:BROKERBENCH_SECRET_<...>}``
@@ -37,6 +41,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from ..base import EnvironmentFailure
 
 #: the Airflow connection of each broker when the settings name none
@@ -47,6 +53,11 @@ KAFKA_CLIENT_KEYS = ("security.protocol", "sasl.mechanism", "sasl.username", "sa
                      "ssl.endpoint.identification.algorithm")
 KAFKA_SECRET_KEYS = ("sasl.password",)
 SECRET_PREFIX = "BROKERBENCH_SECRET_"
+#: the keys of ``extra`` that say where the cluster's own metrics are (any broker: :class:`ClusterMetrics`)
+METRICS_KEYS = ("metrics_endpoints", "prometheus_conn_id", "prometheus_labels")
+#: the role each broker's endpoints have unless an endpoint says (include/metrics/<broker>.yaml's roles)
+DEFAULT_ROLE = {"kafka": "broker", "pulsar": "broker", "rabbitmq": "node"}
+ROLES = {"kafka": ("broker",), "pulsar": ("broker", "bookie"), "rabbitmq": ("node",)}
 
 
 class ExternalConnectionError(EnvironmentFailure):
@@ -73,6 +84,8 @@ class Cluster:
     client_config: dict[str, str] = field(default_factory=dict)
     #: the version the connection states (``extra.broker_version``), None when it states none
     broker_version: str | None = None
+    #: where the cluster's own metrics are read (``extra.metrics_endpoints``, ``extra.prometheus_conn_id``)
+    metrics: "ClusterMetrics" = field(default_factory=lambda: ClusterMetrics())
 
     def address(self) -> str:
         """Where the cluster is, without credentials: the lease scope and the records use it."""
@@ -199,8 +212,156 @@ def cluster_from(broker: str, conn_id: str, conn: dict[str, Any]) -> Cluster:
     """A :class:`Cluster` of ``broker`` from a connection dict (:func:`read_connection`); raises naming what is
     missing."""
     cluster = _cluster_from(broker, conn_id, conn)
-    cluster.broker_version = stated_version(conn_id, {str(k): v for k, v in (conn.get("extra") or {}).items()})
+    extra = {str(k): v for k, v in (conn.get("extra") or {}).items()}
+    cluster.broker_version = stated_version(conn_id, extra)
+    cluster.metrics = cluster_metrics(broker, conn_id, extra)
     return cluster
+
+
+class MetricsEndpoint(BaseModel):
+    """One of the cluster's own metrics endpoints (Prometheus text format), scraped every interval of a phase."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="http(s)://<node>:<port>/metrics")
+    #: broker (Kafka, Pulsar), bookie (Pulsar), node (RabbitMQ); default: the broker's main role
+    role: str | None = None
+    #: the node's name in the records; default: the URL's host:port
+    node: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")) or not urllib.parse.urlsplit(v).hostname:
+            raise ValueError(f"an endpoint's url is http(s)://<host>:<port>/<path> (got {v!r})")
+        return v
+
+
+class ClusterMetrics(BaseModel):
+    """Where a cluster's own metrics are read during each phase: its endpoints, its Prometheus, or both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metrics_endpoints: list[MetricsEndpoint] = Field(default_factory=list)
+    #: the Airflow connection of the Prometheus that scrapes the cluster (:class:`PrometheusConnection`)
+    prometheus_conn_id: str | None = None
+    #: label matchers that select this cluster's series in that Prometheus (e.g. {"job": "msk-staging"})
+    prometheus_labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("metrics_endpoints", mode="before")
+    @classmethod
+    def _urls(cls, v: Any) -> Any:
+        if isinstance(v, str):  # a JSON list, or one URL (or several, comma-separated)
+            v = json.loads(v) if v.strip().startswith("[") else [u.strip() for u in v.split(",") if u.strip()]
+        return [{"url": e} if isinstance(e, str) else e for e in (v or [])]
+
+    @field_validator("prometheus_labels", mode="before")
+    @classmethod
+    def _labels(cls, v: Any) -> Any:
+        return json.loads(v) if isinstance(v, str) and v.strip() else (v or {})
+
+    @field_validator("prometheus_labels")
+    @classmethod
+    def _names(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in v if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", k)]
+        if bad:
+            raise ValueError(f"not a Prometheus label name: {', '.join(bad)}")
+        return v
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.metrics_endpoints or self.prometheus_conn_id)
+
+
+def cluster_metrics(broker: str, conn_id: str, extra: dict[str, Any]) -> ClusterMetrics:
+    """``extra``'s metrics keys (:data:`METRICS_KEYS`) checked; raises naming the connection and the key."""
+    try:
+        m = ClusterMetrics.model_validate({k: extra[k] for k in METRICS_KEYS if extra.get(k) not in (None, "")})
+    except (ValidationError, ValueError) as e:
+        if isinstance(e, ValidationError):
+            err = e.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            e = f"{where}: {err['msg']}"  # type: ignore[assignment]
+        raise ExternalConnectionError(f"extra.{e}", conn_id) from None
+    for ep in m.metrics_endpoints:
+        if ep.role is not None and ep.role not in ROLES[broker]:
+            raise ExternalConnectionError(f"extra.metrics_endpoints: role {ep.role!r} of {ep.url} is not one of "
+                                          f"{broker}'s ({', '.join(ROLES[broker])})", conn_id)
+    return m
+
+
+class PrometheusConnection(BaseModel):
+    """A Prometheus server (or any server of its HTTP API: Thanos, Mimir, VictoriaMetrics), from its Airflow
+    connection: ``extra.url`` (``https://host/prefix``) or ``schema`` (http, https), ``host`` and ``port``
+    (9090); ``login`` / ``password`` for basic authentication, or ``extra.token`` (a bearer token)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    conn_id: str
+    #: the API's base URL, without credentials (``<url>/api/v1/query``)
+    url: str
+    login: str | None = None
+    password: str | None = Field(None, repr=False)
+    token: str | None = Field(None, repr=False)
+    #: a PEM file of the CA that signed an https server's certificate
+    ca_file: str | None = None
+    timeout_s: float = Field(10.0, gt=0)
+
+    def headers(self) -> dict[str, str]:
+        if self.token:
+            return {"Authorization": f"Bearer {self.token}"}
+        if self.login:
+            import base64
+
+            pair = f"{self.login}:{self.password or ''}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+        return {}
+
+
+#: the keys of a Prometheus connection's extra
+PROMETHEUS_EXTRA = ("url", "token", "ca_file", "timeout_s")
+
+
+def prometheus_from(conn_id: str, conn: dict[str, Any]) -> PrometheusConnection:
+    """A :class:`PrometheusConnection` from a connection dict (:func:`read_connection`); raises naming it."""
+    extra = {str(k): v for k, v in (conn.get("extra") or {}).items()}
+    unknown = sorted(set(extra) - set(PROMETHEUS_EXTRA))
+    if unknown:
+        raise ExternalConnectionError(f"extra {', '.join(unknown)}: a Prometheus connection reads "
+                                      f"{', '.join(PROMETHEUS_EXTRA)}", conn_id)
+    url = extra.get("url")
+    if not url:
+        if not conn.get("host"):
+            raise ExternalConnectionError("a Prometheus connection needs host (and port, schema http or https) "
+                                          "or extra.url", conn_id)
+        scheme = str(conn.get("schema") or "http").lower()
+        if scheme not in ("http", "https"):
+            raise ExternalConnectionError(f"schema {scheme!r}: a Prometheus connection's schema is http or https",
+                                          conn_id)
+        url = f"{scheme}://{conn['host']}:{conn.get('port') or 9090}"
+    parts = urllib.parse.urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ExternalConnectionError(f"extra.url must be http(s)://<host>[:<port>][/<prefix>] (got "
+                                      f"{redact_uri(str(url))!r})", conn_id)
+    if parts.password or parts.username:
+        raise ExternalConnectionError("the Prometheus URL carries credentials: give them as login / password "
+                                      "(or extra.token), kept out of every record", conn_id)
+    try:
+        return PrometheusConnection(conn_id=conn_id, url=str(url).rstrip("/"), login=conn.get("login") or None,
+                                    password=conn.get("password") or None, token=extra.get("token") or None,
+                                    ca_file=extra.get("ca_file") or None,
+                                    **({"timeout_s": extra["timeout_s"]} if extra.get("timeout_s") else {}))
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ExternalConnectionError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}", conn_id) from None
+
+
+def prometheus_for(cluster: Cluster) -> PrometheusConnection | None:
+    """The Prometheus connection the cluster's connection names (``extra.prometheus_conn_id``), or None."""
+    conn_id = cluster.metrics.prometheus_conn_id
+    if not conn_id:
+        return None
+    return prometheus_from(conn_id, read_connection(conn_id))
 
 
 def _cluster_from(broker: str, conn_id: str, conn: dict[str, Any]) -> Cluster:
@@ -219,8 +380,8 @@ def _cluster_from(broker: str, conn_id: str, conn: dict[str, Any]) -> Cluster:
             cfg["sasl.username"] = str(conn["login"])
         if conn.get("password") and "sasl.password" not in cfg:
             cfg["sasl.password"] = str(conn["password"])
-        unknown = sorted(set(extra) - set(KAFKA_CLIENT_KEYS) - {"bootstrap.servers", "bootstrap_servers",
-                                                                 "sasl.mechanisms", "broker_version"})
+        unknown = sorted(set(extra) - set(KAFKA_CLIENT_KEYS) - set(METRICS_KEYS)
+                         - {"bootstrap.servers", "bootstrap_servers", "sasl.mechanisms", "broker_version"})
         if unknown:
             raise ExternalConnectionError(f"extra {', '.join(unknown)}: not passed to the clients; brokerbench passes "
                                    f"{', '.join(KAFKA_CLIENT_KEYS)}", conn_id)

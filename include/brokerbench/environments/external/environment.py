@@ -20,7 +20,15 @@ before it created them - also from a fresh object after a failure or a kill.
 State directory (the setting ``state_dir``, else ``$BROKERBENCH_HOME/state/<run_key>``):
 ``clusters.json`` (broker -> connection id and address, written at deploy),
 ``before-<broker>.json`` (the cluster's objects before the run's first deploy),
-``created-<broker>.json`` (names the prepare step creates), ``teardown.json``.
+``created-<broker>.json`` (names the prepare step creates), ``teardown.json``,
+``metrics/<phase label>.brokers.json`` (where the phase's broker metrics are read) and ``.brokers.jsonl`` (the
+scraper's file of the connection's ``metrics_endpoints``).
+
+The brokers' own metrics of each phase come from the connection of the phase's broker (the one deployed
+last: brokers run one after the other): its ``metrics_endpoints``, scraped every ``metrics_interval_s`` by
+the scraper of :mod:`..brokermetrics` on this machine, and / or its Prometheus (``prometheus_conn_id``),
+read after the phase over the phase's window (:mod:`.prometheus`); both land as
+``<dest>/<host>.jsonl`` files of the scraper's format.
 """
 
 from __future__ import annotations
@@ -29,20 +37,25 @@ import contextlib
 import json
 import logging
 import os
+import shutil
+import time
+import urllib.parse
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from pydantic import ValidationError
 from typing_extensions import override
 
-from ...util import run_prefix
+from ...util import run_prefix, safe_name
+from .. import brokermetrics
 from ..base import BrokerEndpoint, Environment, EnvironmentFailure, LocalHost
 from ..hostsetup import describe_host
 from ..machine.runtime import Machine
 from ..processes import state_dir_for, write_json
 from ..settings import ExternalSettings
 from . import cluster as admin
-from .connections import Cluster, cluster_for, secret_environ
+from .connections import DEFAULT_ROLE, Cluster, cluster_for, prometheus_for, secret_environ
 
 if TYPE_CHECKING:
     from .aws_clients import AwsClientFleet
@@ -193,7 +206,7 @@ class ExternalEnvironment(Environment[ExternalSettings]):
         c = self.cluster(broker)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         clusters = self._recorded_clusters()
-        clusters[broker] = {"connection": c.conn_id, "address": admin.where(c)}
+        clusters[broker] = {"connection": c.conn_id, "address": admin.where(c), "deployed_at": time.time()}
         write_json(self.state_dir / "clusters.json", clusters)
         before = self.state_dir / f"before-{broker}.json"
         if not before.exists():  # the first deploy of the run: what was there before it created anything
@@ -212,6 +225,8 @@ class ExternalEnvironment(Environment[ExternalSettings]):
         ep = BrokerEndpoint(broker=broker, implementation="external", version=version, version_source=version_source,
                             durability=durability, client_config=c.client_config_for_workers())
         log.info("%s: external cluster %s is version %s (%s)", broker, admin.where(c), version, version_source)
+        clusters[broker]["version"] = version
+        write_json(self.state_dir / "clusters.json", clusters)
         if broker == "kafka":
             ep.bootstrap_servers = c.bootstrap_servers
         elif broker == "pulsar":
@@ -278,6 +293,90 @@ class ExternalEnvironment(Environment[ExternalSettings]):
         """aws clients: the client hosts' samples copied to ``dest_dir``."""
         return self.client_fleet().after_phase(phase, label, dest_dir) if self.aws_clients else {}
 
+    # -- the brokers' own metrics: the connection's endpoints and / or its Prometheus ------------------------------
+    def _phase_broker(self) -> tuple[str, dict[str, Any]] | None:
+        """The broker whose phases run now: the one deployed last (one broker after the other)."""
+        recorded = self._recorded_clusters()
+        if not recorded:
+            return None
+        broker = max(recorded, key=lambda b: float(recorded[b].get("deployed_at") or 0))
+        return broker, recorded[broker]
+
+    @override
+    def start_broker_metrics(self, label: str) -> dict[str, Any] | None:
+        """The scraper of the connection's ``metrics_endpoints`` started, and the phase's start kept for its
+        Prometheus (``prometheus_conn_id``, read by :meth:`stop_broker_metrics`); None when the connection
+        names neither."""
+        current = self._phase_broker()
+        if current is None:
+            return None
+        broker, recorded = current
+        try:
+            c = self.cluster(broker)
+        except EnvironmentFailure as e:  # the phase says it; metrics never stop a run
+            return {"broker": broker, "error": str(e)}
+        if not c.metrics.configured:
+            return None
+        version = str(recorded.get("version") or "")
+        rec: dict[str, Any] = {"broker": broker, "connection": c.conn_id, "start": time.time(), "targets": []}
+        metrics_dir = self.state_dir / "metrics"
+        metrics_dir.mkdir(parents=True, exist_ok=True)
+        if c.metrics.metrics_endpoints:
+            targets = [brokermetrics.Target(broker, ep.role or DEFAULT_ROLE[broker],
+                                            ep.node or urllib.parse.urlsplit(ep.url).netloc, ep.url, "external",
+                                            version) for ep in c.metrics.metrics_endpoints]
+            try:
+                started = brokermetrics.start(str(self.state_dir), str(metrics_dir / f"{label}.brokers.jsonl"),
+                                              self.host.name, self.settings.metrics_interval_s, targets,
+                                              watch_pid=os.getpid())
+                rec.update(scraper=started["out"], targets=started["targets"])
+            except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
+                rec["error"] = f"{type(e).__name__}: {e}"
+        if c.metrics.prometheus_conn_id:
+            rec["prometheus"] = c.metrics.prometheus_conn_id
+        write_json(metrics_dir / f"{label}.brokers.json", rec)
+        return rec
+
+    @override
+    def stop_broker_metrics(self, label: str, dest_dir: str) -> dict[str, Any]:
+        """The scraper stopped, its file copied; the Prometheus' samples of the phase written beside it."""
+        try:
+            rec = json.loads((self.state_dir / "metrics" / f"{label}.brokers.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        files: dict[str, Any] = {}
+        dest = Path(dest_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        if rec.get("scraper"):
+            brokermetrics.stop(rec["scraper"])
+            if Path(rec["scraper"]).exists():
+                shutil.copyfile(rec["scraper"], dest / f"{self.host.name}.jsonl")
+                files[self.host.name] = str(dest / f"{self.host.name}.jsonl")
+        if rec.get("prometheus"):
+            from .prometheus import write_phase
+
+            broker = rec["broker"]
+            c = self.cluster(broker)
+            host = safe_name(f"prometheus-{rec['prometheus']}")
+            try:
+                prom = prometheus_for(c)
+                if prom is None:
+                    raise EnvironmentFailure(f"connection {c.conn_id!r} names no prometheus_conn_id any more")
+                written = write_phase(str(dest / f"{host}.jsonl"), host, prom, broker,
+                                      c.metrics.prometheus_labels, float(rec["start"]),
+                                      interval=self.settings.metrics_interval_s,
+                                      version=str(self._recorded_clusters().get(broker, {}).get("version") or ""))
+                files[host] = written["file"]
+                if written.get("error"):
+                    log.warning("%s: broker metrics of %s: %s", broker, label, written["error"])
+                else:
+                    log.info("%s: broker metrics of %s from Prometheus %r: %d scrapes of %s", broker, label,
+                             rec["prometheus"], written["scrapes"], ", ".join(written["targets"]))
+            except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
+                log.warning("%s: broker metrics of %s from Prometheus %r not read: %s: %s", broker, label,
+                            rec["prometheus"], type(e).__name__, e)
+        return files
+
     @override
     def stop_leftovers_of(self, run_key: str) -> list[dict[str, Any]]:
         """A dead run on the same cluster: its teardown (its workers here, its objects on the cluster)."""
@@ -301,6 +400,8 @@ class ExternalEnvironment(Environment[ExternalSettings]):
         if not existed:
             record["note"] = "nothing to remove: the state directory does not exist (provision never ran)"
             return record
+        for pid_file in (self.state_dir / "metrics").glob("*.brokers.jsonl.pid"):
+            brokermetrics.stop(str(pid_file)[:-len(".pid")])  # a phase's scraper that a kill left running
         if not self.aws_clients:
             machine = self._machine().teardown()
             record["stopped"], record["errors"] = machine.get("stopped", []), list(machine.get("errors", []))
