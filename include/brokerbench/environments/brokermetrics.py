@@ -333,22 +333,9 @@ def start(state_dir: str, out: str, host: str, interval: float, targets: list[Ta
 
 def stop(out: str) -> dict[str, Any]:
     """Stop the scraper started for ``out`` (idempotent)."""
-    import psutil
+    from .processes import stop_phase_process
 
-    pid_file = Path(out + ".pid")
-    stopped = None
-    if pid_file.exists():
-        pid = int(pid_file.read_text().strip() or 0)
-        try:
-            p = psutil.Process(pid)
-            if "brokerbench.environments.brokermetrics" in " ".join(p.cmdline()):
-                p.send_signal(signal.SIGTERM)
-                p.wait(10)
-                stopped = pid
-        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
-            pass
-        pid_file.unlink(missing_ok=True)
-    return {"stopped": stopped, "out": out}
+    return stop_phase_process(out, "brokerbench.environments.brokermetrics")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -239,3 +239,22 @@ def stop_all(state_dir: str | os.PathLike[str], grace_s: float = 10.0) -> list[d
             data["status"] = "stopped"
             write_json(bdir, data)
     return stopped
+
+
+def stop_phase_process(out: str, module: str) -> dict[str, Any]:
+    """Stop the detached process of a phase (the host sampler, the broker metrics scraper) whose pid
+    ``<out>.pid`` holds, if its command line still runs ``module`` (a reused pid is not it); idempotent."""
+    pid_file = Path(out + ".pid")
+    stopped = None
+    if pid_file.exists():
+        pid = int(pid_file.read_text().strip() or 0)
+        try:
+            p = psutil.Process(pid)
+            if module in " ".join(p.cmdline()):
+                p.send_signal(signal.SIGTERM)
+                p.wait(10)
+                stopped = pid
+        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            pass
+        pid_file.unlink(missing_ok=True)
+    return {"stopped": stopped, "out": out}
