@@ -11,8 +11,11 @@ on the same hosts in turn.
 
 The run has an Airflow database of its own (a copy of the project's), so it runs beside the other DAG tests;
 it shares the fleet's 127.0.1.x addresses with tests/integration/test_aws_clusters.py and runs after it on one
-worker (tests/conftest.py). The rate is low because three brokers syncing every message to one disk of a
-2-core machine, beside another test, acknowledge about 40-110 msg/s (Kafka 3.9.1, measured)."""
+worker (tests/conftest.py). The rate is the one the cluster's Kafka row was found seconds slow at: 300 msg/s of
+fsync-on messages, which librdkafka's default of unbounded requests in flight queued one message per request on
+the leader's connection (the broker reads one request of a connection at a time) while ProducerPerformance on the
+same hosts acknowledged them in tens of ms; the row's publish p50 is bounded well below those seconds
+(bench/kafka_cluster_fsync.py measures both side by side, docs/aws.md)."""
 
 from __future__ import annotations
 
@@ -42,7 +45,10 @@ AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DAG = "brokerbench_aws_seed_latency"
 BUCKET = "bb-cluster-results"
 COUNTS = {"broker": 3, "metadata": 1, "client": 1}
-RATE_MSG_S, PHASE_S = 40, 6
+RATE_MSG_S, PHASE_S = 300, 6
+#: Kafka's publish p50 at that rate must stay below this (ms): seconds when the producer queued one message per
+#: request (3,481.6 and 11,673.6 ms measured), tens to hundreds of ms on a loaded 2-core machine since
+KAFKA_P50_BOUND_MS = 1500
 
 
 class SeedRun:
@@ -117,6 +123,8 @@ def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
         assert "as a 3-node cluster" in row["durability_note"], row
         assert int(float(row["messages_acked"])) == RATE_MSG_S * PHASE_S and int(float(row["messages_received"])) > 0, row
     assert "default.replication.factor 3, min.insync.replicas 2" in by_broker["kafka"]["durability_note"]
+    assert by_broker["kafka"]["client_library"] == "confluent-kafka", by_broker["kafka"]  # the suite's
+    assert float(by_broker["kafka"]["publish_latency_p50_ms"]) < KAFKA_P50_BOUND_MS, by_broker["kafka"]
     assert by_broker["kafka"]["broker_version"] == "3.9.1 (zookeeper)"  # the suite's kafka_mode
     for broker in by_broker:
         deployed = json.loads(read(f"provenance/{broker}__fsync-on.json"))
