@@ -4,8 +4,10 @@
 #     broker), a Java runtime (Spark), python3-venv, chrony, openssh-server
 #     (the loopback sshd the aws tests use), shellcheck (the aws scripts' check),
 #     postgresql (the deployment test's metadata database: a cluster of its
-#     own on a loopback port, the packaged one is not used) and chromium (the
-#     tests look at the Airflow UI and the served report as a user would);
+#     own on a loopback port, the packaged one is not used), prometheus (the
+#     external-cluster tests' "cluster's own Prometheus", started on a loopback
+#     port of their own) and chromium (the tests look at the Airflow UI and the
+#     served report as a user would);
 #   - the project virtualenv with pinned Python packages (requirements-dev.txt:
 #     the runtime set of requirements.txt plus test and lint tools; constraints.txt)
 #     and brokerbench itself (editable);
@@ -31,6 +33,7 @@ command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 "$PYTHON" -c "import venv, ensurepip" >/dev/null 2>&1 || need_pkgs+=(python3-venv)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
+[ -x /usr/bin/prometheus ] || need_pkgs+=(prometheus)  # the external tests read broker metrics from it
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
@@ -39,7 +42,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     apt-get install -y -q --no-install-recommends "${need_pkgs[@]}" >/dev/null
     # the Debian package may start services on systems with an init: brokerbench
     # starts its own nodes on its own ports, so stop the packaged one if it runs
-    for svc in rabbitmq-server postgresql; do
+    for svc in rabbitmq-server postgresql prometheus; do
       if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
         systemctl stop "$svc" || true
       fi
