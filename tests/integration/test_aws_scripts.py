@@ -51,6 +51,9 @@ def test_shellcheck_is_installed():
 
 
 ARTIFACT = {"path": "/opt/brokerbench/artifacts/x.tar", "sha256": "ab" * 32, "logging_api": "log4j2"}
+#: Kafka's metrics endpoint on the broker hosts (aws/brokers.py _jmx_exporter)
+EXPORTER = {"jar": "/opt/brokerbench/artifacts/jmx_prometheus_javaagent-1.0.1-abab.jar", "jar_sha256": "ab" * 32,
+            "rules": "/opt/brokerbench/artifacts/kafka-jmx-exporter-cdcd.yaml", "rules_sha256": "cd" * 32, "port": 7071}
 
 
 @pytest.mark.parametrize("broker, version, mode, settings, source", list(cases()))
@@ -59,7 +62,7 @@ def test_broker_scripts_pass_shellcheck(tmp_path, broker, version, mode, setting
                                          run_key="brokerbench_aws_seed_latency/manual__1",
                                          source="apache-archive" if source == "apache-archive" else "controller",
                                          artifact=ARTIFACT, rabbitmq_source=source if broker == "rabbitmq"
-                                         else "package")
+                                         else "package", exporter=EXPORTER if broker == "kafka" else None)
     assert {s for _, s, _ in scripts} >= {f"{broker}.sh"}
     if broker == "pulsar" or mode == "zookeeper":
         assert any(s == "zookeeper.sh" for _, s, _ in scripts)
@@ -69,6 +72,12 @@ def test_broker_scripts_pass_shellcheck(tmp_path, broker, version, mode, setting
             if key != "ha_mode" and name != "zookeeper.sh" and "metadata" not in host:
                 assert key in text, (key, name)
         shellcheck(tmp_path, f"{i}-{name}", text)
+        # the broker's own metrics endpoint, on the host's own address (docs/aws.md "Broker metrics")
+        if name == f"{broker}.sh" and "metadata" not in host:
+            address = next(h["address"] for h in HOSTS if h["name"] == host)
+            want = {"kafka": f"-javaagent:{EXPORTER['jar']}={address}:7071:{EXPORTER['rules']}",
+                    "pulsar": f"prometheusStatsHttpAddress={address}", "rabbitmq": f"prometheus.tcp.ip = {address}"}
+            assert want[broker] in text, (host, want[broker])
 
 
 def test_rabbitmq_4_refuses_classic_mirroring():

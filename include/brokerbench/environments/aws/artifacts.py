@@ -111,3 +111,44 @@ def ship(host: Any, artifact: BrokerArtifact, remote_dir: str) -> dict[str, Any]
              artifact.bytes / 1e6, seconds)
     return {"host": host.name, "remote": remote, "shipped": True, "seconds": round(seconds, 1),
             "bytes": artifact.bytes}
+
+
+def jmx_exporter_for_hosts() -> dict[str, Any]:
+    """Kafka's metrics endpoint for the broker hosts: the Prometheus JMX exporter agent jar (resolved by the
+    controller from Maven Central into the broker cache, :func:`..machine.exporters.jmx_exporter`) and its rules
+    (``include/metrics/kafka-jmx-exporter.yaml``), each with its SHA-256; EnvironmentFailure when it cannot be
+    had."""
+    from ..machine.distributions import sha256_file
+    from ..machine.exporters import jmx_exporter
+
+    agent = jmx_exporter()
+    rules = Path(agent["rules"])
+    return {"artifact": agent["artifact"], "jar": agent["jar"], "jar_sha256": agent["sha256"],
+            "rules": str(rules), "rules_sha256": sha256_file(rules)}
+
+
+def ship_file(host: Any, local: str, sha256: str, remote: str) -> dict[str, Any]:
+    """Copy the file ``local`` (of digest ``sha256``) to ``remote`` on ``host`` unless a file with that digest is
+    there (the same check as :func:`ship`'s)."""
+    have = host.run(f"sha256sum {shlex.quote(remote)} 2>/dev/null | cut -d' ' -f1", timeout=120).stdout.strip()
+    if have == sha256:
+        return {"host": host.name, "remote": remote, "shipped": False, "reason": "already on the host"}
+    part = f"{remote}.{host.name}.part"
+    try:
+        host.put_file(local, part)
+        res = host.run(f"mv -f {shlex.quote(part)} {shlex.quote(remote)}", timeout=60)
+    except Exception as e:  # noqa: BLE001 - named with the host
+        raise EnvironmentFailure(f"copying {Path(local).name} to {remote} failed: {e}", host.name) from e
+    if not res.ok:
+        raise EnvironmentFailure(f"copying {Path(local).name} to {remote} failed: {res.stderr.strip()}", host.name)
+    return {"host": host.name, "remote": remote, "shipped": True}
+
+
+def ship_jmx_exporter(host: Any, exporter: dict[str, Any], remote_dir: str) -> dict[str, str]:
+    """The JMX exporter's jar and rules on ``host`` under ``<remote_dir>/artifacts/`` (names carry their digests,
+    so versions and edited rules never collide): {"jar", "rules"} as the host sees them."""
+    jar = f"{remote_dir}/artifacts/{Path(exporter['jar']).stem}-{exporter['jar_sha256'][:16]}.jar"
+    rules = f"{remote_dir}/artifacts/kafka-jmx-exporter-{exporter['rules_sha256'][:16]}.yaml"
+    ship_file(host, exporter["jar"], exporter["jar_sha256"], jar)
+    ship_file(host, exporter["rules"], exporter["rules_sha256"], rules)
+    return {"jar": jar, "rules": rules}

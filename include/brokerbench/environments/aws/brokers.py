@@ -99,13 +99,15 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
                    broker_settings: dict[str, Any], *, mode: str = "kraft", tuning: str = "default",
                    run_key: str = "run", data_dir: str = "/data", source: str = "controller",
                    artifact: dict[str, Any] | None = None, rabbitmq_source: str = "package",
-                   heaps_mb: dict[str, int] | None = None) -> list[tuple[str, str, str]]:
+                   heaps_mb: dict[str, int] | None = None,
+                   exporter: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
     """[(host name, script name, text)] for every host that takes part.
 
     ``hosts`` / ``metadata``: ``{"name", "address", "dir"}`` per host (``dir``: brokerbench's directory on it,
     where the install, configuration, logs and pid files go); each host's data goes to
     ``<data_dir>/<host name>/<broker>``. ``artifact`` (source controller): ``{"path", "sha256",
-    "logging_api"}`` of the tar shipped to every host."""
+    "logging_api"}`` of the tar shipped to every host. ``exporter`` (Kafka): ``{"jar", "jar_sha256", "rules",
+    "port"}`` of the JMX exporter agent on the broker hosts (:mod:`.metrics_endpoints`)."""
     prof = profile(tuning, broker)
     settings = {**prof, **{str(k): str(v).lower() if isinstance(v, bool) else str(v)
                            for k, v in broker_settings.items() if k != "nodes"}}
@@ -134,7 +136,8 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
             out.append((h["name"], "kafka.sh", render(
                 "kafka.sh.j2", **common, **where(h, "kafka"), scala=scala, mode=mode, node_id=i + 1,
                 nodes=len(hosts), voters=voters, zookeeper=zk, cluster_id=cid, replication=rep["factor"],
-                min_isr=rep["min_insync"], settings=settings, heap_mb=heaps["kafka"])))
+                min_isr=rep["min_insync"], settings=settings, heap_mb=heaps["kafka"],
+                exporter=exporter if i < len(hosts) else None)))
         if mode == "zookeeper":
             out += _zookeeper(metadata, "kafka", version, "Kafka", f"Apache Kafka {version}", common, where,
                               heaps["zookeeper"])
@@ -250,6 +253,26 @@ def _artifact(env, broker: str, version: str, names: list[str]) -> tuple[dict[st
             {**art.provenance(), "hosts": shipped})
 
 
+def _jmx_exporter(env, names: list[str]) -> dict[str, Any]:
+    """Kafka's metrics endpoint: the JMX exporter agent's jar and rules shipped to the broker hosts ``names``
+    (the controller resolves the jar from Maven Central); its provenance and paths on the hosts, or {"error"}
+    (the brokers then run without it, and their catalog metrics are recorded as not exposed)."""
+    from . import artifacts
+    from .metrics_endpoints import METRICS_PORTS
+
+    try:
+        exporter = artifacts.jmx_exporter_for_hosts()
+        by_name = {h.name: h for h in env.hosts()}
+        remote = [artifacts.ship_jmx_exporter(by_name[names[0]], exporter, env.remote_dir)]
+        remote += _each(names[1:], lambda n: artifacts.ship_jmx_exporter(by_name[n], exporter, env.remote_dir))
+    except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a deploy
+        log.warning("kafka: no broker metrics: %s", e)
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"artifact": exporter["artifact"], "jar_sha256": exporter["jar_sha256"],
+            "rules_sha256": exporter["rules_sha256"], "jar": remote[0]["jar"], "rules": remote[0]["rules"],
+            "port": METRICS_PORTS["kafka"]}
+
+
 def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant: str,
                      driver_overrides: dict[str, Any]) -> BrokerEndpoint:
     """Install, configure and start ``broker`` as a cluster on the broker hosts (ZooKeeper on the metadata
@@ -266,13 +289,15 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
                                  "fleet has no metadata host (instance_counts.metadata)")
     names = [h["name"] for h in hosts + metadata]
     artifact, provenance = _artifact(env, broker, version, names)
+    exporter = _jmx_exporter(env, [h["name"] for h in hosts]) if broker == "kafka" else None
     shipped_s = time.monotonic() - t0
     scripts = render_scripts(broker, version, hosts, metadata, broker_settings, mode=mode or "kraft",
                              tuning=env.settings.tuning_profile or "default", run_key=env.run_key,
                              data_dir=env.settings.data_dir or "/data",
                              source=env.settings.artifact_source or "controller", artifact=artifact,
                              rabbitmq_source=env.settings.rabbitmq_source or "package",
-                             heaps_mb=env.settings.heaps_mb)
+                             heaps_mb=env.settings.heaps_mb,
+                             exporter=exporter if exporter and "error" not in exporter else None)
     by_host = {h.name: h for h in env.hosts()}
     for name, script, text in scripts:
         by_host[name].put_text(text, _script(env, by_host[name], script), 0o755)
@@ -329,6 +354,7 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
                         **({"ensemble": rep["factor"], "write_quorum": rep["factor"], "ack_quorum": rep["min_insync"]}
                            if broker == "pulsar" else {})},
         "cluster": {**formed, "deploy_s": round(seconds, 1), "artifacts_s": round(shipped_s, 1),
+                    **({"metrics_exporter": exporter} if exporter else {}),
                     "artifact": provenance, "deploy_mode": "install"},
         "note": f"{broker} {ep.version} as a {len(hosts)}-node cluster ({_replication_text(broker, rep)}); "
                 "broker-side settings written to its configuration and the nodes restarted; client-side settings "
