@@ -218,3 +218,15 @@ def test_the_environment_reads_the_phase_broker_from_its_prometheus(pulsar_prome
     lines = (tmp_path / "dest" / "prometheus-bb_prom.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["header"]["targets"][1]["version"] == "4.0.7" and len(lines) > 3
     assert "secret" not in record.read_text()
+
+
+def test_a_connection_that_names_no_metrics_asks_nothing(tmp_path, monkeypatch):
+    define(monkeypatch, "brokerbench_rabbitmq", {"conn_type": "amqp", "extra": {"amqp_uri": RABBIT_URI}})
+    env = ExternalEnvironment("test/none", {"state_dir": str(tmp_path / "state")}, brokers=["rabbitmq"])
+    assert env.start_broker_metrics("w__d__v__warmup") is None  # nothing deployed yet
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "clusters.json").write_text(json.dumps({
+        "rabbitmq": {"connection": "brokerbench_rabbitmq", "address": "a", "deployed_at": 1.0}}))
+    assert env.start_broker_metrics("w__d__v__warmup") is None
+    assert env.stop_broker_metrics("w__d__v__warmup", str(tmp_path / "dest")) == {}
+    assert not (tmp_path / "state" / "metrics").exists() and not (tmp_path / "dest").exists()
