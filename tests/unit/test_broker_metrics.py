@@ -56,7 +56,9 @@ def test_extract_sums_collectors_reads_counters_by_their_total_name_and_drops_na
     assert kafka["kafka_fetch_consumer_total_time_mean_ms"] == [2000.0, 4.0]
     assert "kafka_log_flush_time_mean_ms" not in kafka  # not in the text: left out, never 0
     rabbit = extract(EDGE, catalog("rabbitmq").metrics)
-    assert rabbit["rabbitmq_gc_per_s"] == 13240  # prometheus_client names a counter's sample <name>_total
+    # prometheus_client names a counter's sample <name>_total; the catalog names it as exposed (and as a
+    # Prometheus server stores it)
+    assert rabbit["rabbitmq_gc_per_s"] == 13240
     pulsar = extract(EDGE, catalog("pulsar").metrics)
     assert "pulsar_publish_latency_p99_ms" not in pulsar  # NaN: no value, never a number
     assert pulsar["pulsar_publish_latency_mean_ms"] == [0.0, 0.0]

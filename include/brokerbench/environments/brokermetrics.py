@@ -209,8 +209,10 @@ def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 def _pick(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, labels: dict[str, str],
           combine: str) -> float | None:
-    vals = [v for lab, v in samples.get(name, ()) if all(lab.get(k) == want for k, want in labels.items())
-            and not math.isnan(v)]
+    # the catalog names a sample as the endpoint exposes it (and as a Prometheus server stores it);
+    # prometheus_client's parser calls a counter's sample <name>_total when the endpoint did not
+    found = samples.get(name) or samples.get(f"{name}_total", ())
+    vals = [v for lab, v in found if all(lab.get(k) == want for k, want in labels.items()) and not math.isnan(v)]
     if not vals:
         return None
     return sum(vals) if combine == "sum" else max(vals)
