@@ -43,7 +43,7 @@ class LocalSettings(BaseModel):
     start_timeout_s: float = Field(120.0, description="how long a broker may take to serve, s")
     tuned_profile: str = Field("latency-performance", description="tuned-adm profile applied by host setup")
     disk_baseline_mb: int = Field(64, description="size of the disk baseline, MB (0: skipped)")
-    metrics_interval_s: float = Field(1.0, description="host metrics sampling interval, s")
+    metrics_interval_s: float = Field(1.0, description="host metrics sampling and broker metrics scraping interval, s")
     worker_processes: int | None = Field(None, description="worker processes per client host (default 1)")
     pulsar_lite_log_level: str = Field("info", description="log level of the pulsar-lite stand-in")
     cpu_pinning: dict[str, str] = Field(
@@ -186,7 +186,8 @@ class ExternalSettings(BaseModel):
     state_dir: str | None = Field(None, description="the run's state directory; None: $BROKERBENCH_HOME/state/"
                                                     "<run>")
     worker_processes: int | None = Field(None, description="worker processes on this machine (default 1)")
-    metrics_interval_s: float = Field(1.0, description="host metrics sampling interval of this machine, s")
+    metrics_interval_s: float = Field(1.0, description="host metrics sampling interval of this machine, and of "
+                                                       "the scrapes of the brokers' own metrics, s")
     # the environment params every suite DAG has (broker versions, implementations): ignored by external
     broker_versions: dict[str, str] | None = Field(None, description="not used: the cluster's version is "
                                                                       "recorded, never chosen")
