@@ -211,7 +211,7 @@ def _pick(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, lab
           combine: str) -> float | None:
     # the catalog names a sample as the endpoint exposes it (and as a Prometheus server stores it);
     # prometheus_client's parser calls a counter's sample <name>_total when the endpoint did not
-    found = samples.get(name) or samples.get(f"{name}_total", ())
+    found = samples.get(name) or samples.get(f"{name}_total") or []
     vals = [v for lab, v in found if all(lab.get(k) == want for k, want in labels.items()) and not math.isnan(v)]
     if not vals:
         return None
