@@ -130,11 +130,44 @@ def test_the_seed_dag_installs_3_node_clusters_measures_and_leaves_nothing(
         deployed = json.loads(read(f"provenance/{broker}__fsync-on.json"))
         cluster, replication = deployed["durability"]["cluster"], deployed["durability"]["replication"]
         assert deployed["nodes"] == 3 and cluster["nodes_seen"] == 3 and replication["factor"] == 3, deployed
+    assert_broker_metrics_of_every_node(run, by_broker, loopback_fleet["addresses"][:COUNTS["broker"]])
 
     fleet = json.loads(read("provenance/fleet.json"))
     assert fleet["cost"]["expected_usd"] <= 2
     assert fleet["self_protection"]["instance_initiated_shutdown_behavior"] == "terminate"
     run.assert_nothing_left()
+
+
+def assert_broker_metrics_of_every_node(run: SeedRun, by_broker: dict[str, dict], addresses: list[str]) -> None:
+    """The brokers' own metrics, scraped on each broker host from its own node's endpoint (Kafka's JMX exporter
+    agent on :7071, RabbitMQ's rabbitmq_prometheus on :15692, each bound to the host's address): each row carries
+    catalog figures of the load the workers put on the cluster, and summary/brokermetrics.csv has each broker's
+    series from its three nodes, three targets named by the hosts' addresses."""
+    from brokerbench.environments.brokermetrics import catalog
+
+    series = list(csv.DictReader(io.StringIO(run.read("summary/brokermetrics.csv"))))
+    for broker, row in by_broker.items():
+        values = {m.id: row[m.id] for m in catalog(broker).metrics if row.get(m.id) not in (None, "")}
+        print(f"BROKER-METRICS {broker}: {len(values)} of {len(catalog(broker).metrics)} catalog metrics: "
+              + ", ".join(f"{k}={v}" for k, v in values.items()) + f"; notes: {row['broker_metrics_notes']}",
+              flush=True)
+        measured = [s for s in series if s["broker"] == broker and s["phase"] == "measure"]
+        targets = {s["target"] for s in measured if not s["target"].startswith("host@")}
+        assert targets == {f"{broker}@{a}" for a in addresses}, targets
+        for target in sorted(targets):  # every node answered with figures, not only with errors
+            assert any(s["target"] == target and s["value"] not in (None, "") for s in measured), target
+        assert values, row  # the row carries the broker's own figures
+        # the broker's own count of what the workers sent, per interval on the node that took it (Kafka's partition
+        # leader, the RabbitMQ node the publisher is connected to)
+        rate = "kafka_produce_requests_per_s" if broker == "kafka" else "rabbitmq_messages_received_per_s"
+        per_node = {s["target"]: max(float(x["value"]) for x in measured if x["target"] == s["target"]
+                                     and x["metric"] == rate and x["value"] not in (None, ""))
+                    for s in measured if s["metric"] == rate and s["value"] not in (None, "")}
+        print(f"BROKER-METRICS {broker}: highest {rate} per node: {per_node}", flush=True)
+        assert max(per_node.values(), default=0) > 0, (rate, per_node)
+    # the agent's scraper files themselves: one per broker host, named after it
+    scraped = {k.rsplit("/", 1)[1] for k in run.keys if "/brokermetrics/" in k and "/measure/" in k}
+    assert len(scraped) == len(addresses), scraped
 
 
 #: side A's and side B's releases of the A/B run on the fleet, per broker; Kafka's metadata mode by release (the

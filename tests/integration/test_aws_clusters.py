@@ -107,6 +107,35 @@ def _intervals_written(env, topic: str) -> int:
     return int((res.stdout.strip() or "0").splitlines()[-1])
 
 
+#: a figure each node's endpoint serves in any phase, per broker and role (the JVMs' GC, RabbitMQ's memory), and
+#: the bookie's journal sync
+EVERY_NODE = {("kafka", "broker"): "kafka_gc_collections_per_s", ("pulsar", "broker"): "pulsar_gc_time_ms_per_s",
+              ("pulsar", "bookie"): "pulsar_bookie_journal_sync_mean_ms",
+              ("rabbitmq", "node"): "rabbitmq_resident_memory_mb"}
+
+
+def _assert_every_node_scraped(env, broker: str, scraping: dict | None, files: dict) -> None:
+    """The brokers' own metrics of the phase: a scraper on each broker host read its own node's endpoints (bound to
+    the host's address: Kafka's JMX exporter agent, Pulsar's broker and bookie, RabbitMQ's rabbitmq_prometheus), and
+    its file came back named after the host."""
+    hosts = env.hosts("broker")
+    assert scraping and not any("error" in r for r in scraping["hosts"].values()), scraping
+    assert sorted(files) == sorted(h.name for h in hosts), files
+    seen = []
+    for h in hosts:
+        lines = [json.loads(line) for line in Path(files[h.name]).read_text().splitlines()]
+        targets = lines[0]["header"]["targets"]
+        assert {t["node"] for t in targets} == {h.address}, targets
+        assert {t["role"] for t in targets} == ({"broker", "bookie"} if broker == "pulsar" else
+                                                {"node" if broker == "rabbitmq" else "broker"}), targets
+        for t in targets:
+            metric = EVERY_NODE[(broker, t["role"])]
+            read = [r for r in lines[1:] if r.get("target") == t["name"] and metric in (r.get("values") or {})]
+            assert read, (t["name"], metric, lines[-3:])
+            seen.append(f"{t['name']} {len(read)} scrapes")
+    print(f"BROKER-METRICS {broker}: " + ", ".join(seen), flush=True)
+
+
 @pytest.mark.parametrize("broker, driver", [("kafka", "kafka-replicated"), ("pulsar", "pulsar-replicated"),
                                             ("rabbitmq", "rabbitmq-quorum")])
 def test_a_3_node_cluster_loses_no_acknowledged_message_when_a_node_is_killed(fleet, broker, driver):
@@ -133,6 +162,7 @@ def test_a_3_node_cluster_loses_no_acknowledged_message_when_a_node_is_killed(fl
         prepare_job(job)  # topics and subscriptions, created by the controller as the pipeline does
         out = tmp / "results" / f"w-{topic}.jsonl"
         results: list = []
+        scraping = env.start_broker_metrics(f"node-kill-{broker}")  # every node's own endpoints, as a phase does
         worker = threading.Thread(target=lambda: results.extend(env.run_workers(
             [job], [str(out)], timeout_s=PHASE_S + 240)), daemon=True)
         worker.start()
@@ -144,6 +174,8 @@ def test_a_3_node_cluster_loses_no_acknowledged_message_when_a_node_is_killed(fl
         killed = env.kill_broker_node(broker, victim)
         worker.join(PHASE_S + 300)
         assert not worker.is_alive() and results, "the worker did not end"
+        _assert_every_node_scraped(env, broker, scraping, env.stop_broker_metrics(
+            f"node-kill-{broker}", str(tmp / "brokermetrics" / broker)))
 
         lines = [json.loads(line) for line in out.read_text().splitlines()]
         end = lines[-1]

@@ -6,6 +6,8 @@ every host and calls this module for what must happen there:
     python -m brokerbench.environments.aws.agent run-workers  --state-dir D --spec F
     python -m brokerbench.environments.aws.agent metrics-start --state-dir D --out F --host NAME
     python -m brokerbench.environments.aws.agent metrics-stop  --state-dir D --out F
+    python -m brokerbench.environments.aws.agent brokermetrics-start --state-dir D --out F --host NAME --targets-file T
+    python -m brokerbench.environments.aws.agent brokermetrics-stop  --state-dir D --out F
     python -m brokerbench.environments.aws.agent deploy|health|undeploy --state-dir D --spec F
     python -m brokerbench.environments.aws.agent teardown --state-dir D
 
@@ -56,11 +58,31 @@ def metrics_stop(out: str) -> dict[str, Any]:
     return stop(out)
 
 
+def brokermetrics_start(state_dir: str, out: str, host: str, interval: float, targets_file: str | None = None,
+                        run_key: str = "aws-host", settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scraper of this host's brokers (:mod:`brokerbench.environments.brokermetrics`): the targets the deploy
+    wrote into ``targets_file`` (deploy_mode install: :mod:`.metrics_endpoints`), else those of the brokers the
+    agent runs from ``state_dir`` (deploy_mode local); none: no scraper, ``{"targets": []}``."""
+    from brokerbench.environments import brokermetrics
+
+    path = Path(targets_file) if targets_file else None
+    if path is not None and path.exists():
+        targets = [brokermetrics.Target.from_dict(d) for d in json.loads(path.read_text())]
+    elif Path(state_dir).exists():
+        targets = _env(state_dir, run_key, settings).metrics_targets()
+    else:
+        targets = []
+    if not targets:
+        return {"targets": []}
+    return brokermetrics.start(state_dir, out, host, interval, targets)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     ap = argparse.ArgumentParser(prog="python -m brokerbench.environments.aws.agent")
     ap.add_argument("command", choices=["deploy", "health", "undeploy", "teardown", "run-workers",
-                                        "stop-workers", "metrics-start", "metrics-stop"])
+                                        "stop-workers", "metrics-start", "metrics-stop", "brokermetrics-start",
+                                        "brokermetrics-stop"])
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--run-key", default="aws-host")
     ap.add_argument("--spec", help="JSON file with the command's arguments")
@@ -69,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--run-root", help="metrics-start: the run's directory of host state dirs (processes of the "
                                        "run's other hosts on this machine are its own load)")
+    ap.add_argument("--targets-file", help="brokermetrics-start: the host's broker metrics targets (JSON list)")
     ap.add_argument("--environ-stdin", action="store_true",
                     help="run-workers: read a JSON object of environment variables for the workers from stdin")
     a = ap.parse_args(argv)
@@ -95,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             result = env.teardown() if Path(a.state_dir).exists() else {"note": "no state directory"}
         elif a.command == "metrics-start":
             result = metrics_start(a.state_dir, a.out, a.host, a.interval, a.run_root)
+        elif a.command == "brokermetrics-start":
+            result = brokermetrics_start(a.state_dir, a.out, a.host, a.interval, a.targets_file, a.run_key,
+                                         spec.get("settings"))
+        elif a.command == "brokermetrics-stop":
+            from brokerbench.environments import brokermetrics
+
+            result = brokermetrics.stop(a.out)
         else:
             result = metrics_stop(a.out)
     except Exception as e:  # noqa: BLE001 - reported to the controller as a result

@@ -49,6 +49,7 @@ from ..processes import state_dir_for
 from ..settings import AwsSettings
 from . import fleet as aws_fleet
 from .brokers import deploy_installed, health_installed, kill_node, start_node, undeploy_installed
+from .metrics_endpoints import TARGETS_FILE, host_targets
 from .settings_check import aws_settings, check_settings, needs_metadata, static_host_records
 from .ssh import SshHost
 from .templates import render
@@ -452,7 +453,22 @@ class AwsEnvironment(Environment[AwsSettings]):
             ep.durability = {**ep.durability, "deploy_mode": "local (the local environment's broker, started on "
                              f"{host.name} over SSH)"}
             return ep
-        return deploy_installed(self, broker, broker_settings, variant, driver_overrides)
+        ep = deploy_installed(self, broker, broker_settings, variant, driver_overrides)
+        self._write_metrics_targets(ep)
+        return ep
+
+    def _write_metrics_targets(self, ep: BrokerEndpoint) -> None:
+        """Each broker host's own metrics endpoints of the cluster just deployed, into its
+        ``<host dir>/brokermetrics/targets.json``, where the phase's scraper finds them (:mod:`.metrics_endpoints`)."""
+        exporter = (ep.durability.get("cluster") or {}).get("metrics_exporter") or {}
+        addresses = {h["name"]: h["address"] for h in self.fleet()["hosts"]}  # where the scripts bound them
+        for host in self.hosts("broker"):
+            targets = host_targets(ep.broker, addresses.get(host.name, host.address), ep.implementation, ep.version,
+                                   kafka_exporter=bool(exporter) and "error" not in exporter)
+            try:
+                host.put_text(json.dumps([t.to_dict() for t in targets]), f"{self.host_dir(host)}/{TARGETS_FILE}")
+            except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a deploy
+                log.warning("[%s] broker metrics targets not written (no broker metrics there): %s", host.name, e)
 
     def kill_broker_node(self, broker: str, index: int) -> dict[str, Any]:
         """SIGKILL every process of ``broker`` on the ``index``-th broker host (fault tests; deploy_mode install)."""
@@ -485,6 +501,8 @@ class AwsEnvironment(Environment[AwsSettings]):
                        timeout=300)
             return
         undeploy_installed(self, broker)
+        for host in self.hosts("broker"):  # nothing of the broker is left to scrape
+            host.run(f"rm -f {shlex.quote(self.host_dir(host) + '/' + TARGETS_FILE)}", timeout=60)
 
     # -- phases: page cache, host metrics ----------------------------------------------------
     def before_phase(self, phase: str, label: str) -> dict[str, Any]:
@@ -511,6 +529,76 @@ class AwsEnvironment(Environment[AwsSettings]):
             except EnvironmentFailure as e:
                 rec["metrics"].append({"host": host.name, "error": str(e)})
         return rec
+
+    # -- phases: the brokers' own metrics ------------------------------------------------------
+    def _broker_metrics_hosts(self) -> list[SshHost]:
+        """The hosts that run a broker's processes: every broker host (install), the first (local)."""
+        hosts = self.hosts("broker")
+        return hosts[:1] if self.settings.deploy_mode == "local" else hosts
+
+    def _on_each(self, hosts: list[SshHost], fn) -> list[Any]:
+        """``fn(host)`` on every host at once (an SSH round trip each), its exception as its result."""
+        def call(host: SshHost) -> Any:
+            try:
+                return fn(host)
+            except Exception as e:  # noqa: BLE001 - metrics explain numbers, they never stop a run
+                return e
+        if not hosts:
+            return []
+        with ThreadPoolExecutor(max_workers=min(8, len(hosts)), thread_name_prefix="brokermetrics") as pool:
+            return list(pool.map(call, hosts))
+
+    @override
+    def start_broker_metrics(self, label: str) -> dict[str, Any] | None:
+        """On each broker host, a scraper of that host's own endpoints (:mod:`.metrics_endpoints`), started by the
+        agent (``brokermetrics-start``) and recorded in the host's state directory like the host sampler."""
+        spec = {"settings": self._local_settings()} if self.settings.deploy_mode == "local" else None
+
+        def start(host: SshHost) -> dict[str, Any]:
+            hd = self.host_dir(host)
+            return self.agent(host, "brokermetrics-start", spec, timeout=60,
+                              extra=f"--out {shlex.quote(f'{hd}/metrics/{label}.brokers.jsonl')} "
+                                    f"--host {shlex.quote(host.name)} "
+                                    f"--interval {float(self.settings.metrics_interval_s)} "
+                                    f"--targets-file {shlex.quote(f'{hd}/{TARGETS_FILE}')}")
+
+        try:
+            hosts = self._broker_metrics_hosts()
+        except Exception as e:  # noqa: BLE001 - no fleet: no broker metrics, the phase decides the run
+            return {"error": f"{type(e).__name__}: {e}"}
+        rec: dict[str, Any] = {"targets": [], "hosts": {}}
+        for host, res in zip(hosts, self._on_each(hosts, start)):
+            if isinstance(res, Exception):
+                rec["hosts"][host.name] = {"error": str(res)}
+                log.warning("[%s] broker metrics not started: %s", host.name, res)
+            else:
+                rec["hosts"][host.name] = res
+                rec["targets"] += res.get("targets") or []
+        if not rec["targets"] and not any("error" in r for r in rec["hosts"].values()):
+            return None  # nothing deployed serves metrics (a stand-in)
+        return rec
+
+    @override
+    def stop_broker_metrics(self, label: str, dest_dir: str) -> dict[str, Any]:
+        """Stop each broker host's scraper and copy its file to ``dest_dir/<host>.jsonl``; {host: file}."""
+        def stop(host: SshHost) -> str | None:
+            remote = f"{self.host_dir(host)}/metrics/{label}.brokers.jsonl"
+            self.agent(host, "brokermetrics-stop", None, timeout=60, extra=f"--out {shlex.quote(remote)}")
+            local = str(Path(dest_dir) / f"{host.name}.jsonl")
+            return local if host.get_file(remote, local) else None
+
+        try:
+            hosts = self._broker_metrics_hosts()
+        except Exception as e:  # noqa: BLE001 - nothing provisioned: nothing to stop
+            log.warning("broker metrics: no hosts to stop them on: %s", e)
+            return {}
+        out: dict[str, Any] = {}
+        for host, res in zip(hosts, self._on_each(hosts, stop)):
+            if isinstance(res, Exception):
+                log.warning("[%s] broker metrics not brought back: %s", host.name, res)
+            elif res:
+                out[host.name] = res
+        return out
 
     @override
     def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
