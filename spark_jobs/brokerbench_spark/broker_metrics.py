@@ -27,8 +27,9 @@ phase's scrapes (the last one before the phase's first interval is the counters'
 - several nodes: the highest node (the worst) or their sum (the catalog's ``across``).
 
 ``broker_metrics_notes`` says what a row lacks: a catalog metric the broker did not expose (``not exposed by
-<broker> <implementation> <version>``), a target that did not answer for part of the phase (a gap), or no
-endpoint at all.
+<broker> <implementation> <version>``), one it exposed with nothing to average in the phase (``no events during
+the phase``: no follower fetches on one node, no window of the broker's own yet), a target that did not answer
+for part of the phase (a gap), or no endpoint at all.
 """
 
 from __future__ import annotations
@@ -177,6 +178,7 @@ def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phase
         measured = phase in ("measure", "sweep")
         per_metric: dict[str, list[float]] = defaultdict(list)
         notes: list[str] = []
+        quiet: list[str] = []
         roles = {(t.get("broker"), t.get("role", "broker")): t for t in f.targets.values()}
         for m in f.catalog:
             if m["id"] not in columns:
@@ -214,11 +216,14 @@ def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phase
                     v = phase_value(m["kind"], m.get("phase", "mean"), readings, start, info.get("end"))
                     if v is not None:
                         per_metric[m["id"]].append(v)
+                    else:  # exposed, but a mean of nothing: no request of that kind, or no window yet
+                        quiet.append(m["id"])
         if measured and info.get("broker"):
             out = figures.setdefault((workload, info["broker"], driver, variant), {NOTES: []})
             how = {m["id"]: m.get("across", "max") for m in f.catalog}
             out.update({mid: _across(how[mid], vals) for mid, vals in per_metric.items()})
-            out[NOTES] += notes
+            out[NOTES] += notes + [f"{mid}: no events during the phase" for mid in dict.fromkeys(quiet)
+                                   if mid not in per_metric]
     for key, host, samples in hosts:
         workload, driver, variant, phase = key
         info = phases.get((workload, driver, variant)) or {}

@@ -110,3 +110,14 @@ def test_a_role_without_an_endpoint_is_named_as_not_exposed():
                                                                          "end": None}})
     assert ("pulsar_bookie_journal_sync_mean_ms: not exposed by pulsar apache-pulsar 4.0.7: no bookie endpoint "
             "(only with a separate bookie)") in figures[("w", "pulsar", "d", "v")][bm.NOTES]
+
+
+def test_a_timer_without_events_in_the_phase_is_named_not_left_blank():
+    t = Target("kafka", "broker", "127.0.0.1", "http://127.0.0.1:1/metrics", "apache-kafka", "4.1.1")
+    lines = [{"ts": 100.0 + i, "target": t.name,
+              "values": {"kafka_fetch_follower_total_time_mean_ms": [0.0, 0.0]}} for i in range(3)]
+    _, figures, _ = bm.tables([_file(lines, [t])], [], {("w", "d", "v"): {"broker": "kafka", "start": 100.5,
+                                                                         "end": 102.5}})
+    assert "kafka_fetch_follower_total_time_mean_ms: no events during the phase" in \
+        figures[("w", "kafka", "d", "v")][bm.NOTES]
+
