@@ -9,7 +9,17 @@ import json
 
 import pytest
 
-from brokerbench.environments.brokermetrics import CATALOG_BROKERS, Catalog, Target, catalog, extract, header
+from brokerbench.environments.brokermetrics import (
+    CATALOG_BROKERS,
+    Catalog,
+    Target,
+    _samples,
+    catalog,
+    extract,
+    header,
+    only,
+    sample_names,
+)
 from brokerbench_spark import broker_metrics as bm
 
 
@@ -120,4 +130,12 @@ def test_a_timer_without_events_in_the_phase_is_named_not_left_blank():
                                                                          "end": 102.5}})
     assert "kafka_fetch_follower_total_time_mean_ms: no events during the phase" in \
         figures[("w", "kafka", "d", "v")][bm.NOTES]
+
+
+@pytest.mark.parametrize("broker", CATALOG_BROKERS)
+def test_the_scraper_parses_the_catalogs_lines_alone_and_reads_the_same_values(broker):
+    metrics = catalog(broker).metrics
+    kept = only(EDGE, sample_names(metrics))
+    assert "#" not in kept
+    assert extract(_samples(kept), metrics) == extract(EDGE, metrics)
 
