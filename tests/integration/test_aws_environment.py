@@ -257,6 +257,9 @@ def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, ss
         env.health("kafka")
         before = env.before_phase("measure", "kafka-test")
         assert [p["host"] for p in before["page_cache"]] == [env.hosts("broker")[0].name]
+        # the broker's own metrics (deploy_mode local: the agent's Kafka, its JMX exporter agent on the broker host)
+        scraping = env.start_broker_metrics("kafka-test")
+        assert scraping and scraping["targets"] == ["kafka@127.0.0.1"], scraping
         from brokerbench.worker.runner import prepare_job  # noqa: F401  (worker package importable)
 
         job = _kafka_job(ep.to_dict())
@@ -292,6 +295,11 @@ def test_host_setup_deploy_workers_metrics_and_teardown_over_ssh(moto_server, ss
         assert (lines[0]["client_library"], lines[0]["engine_jar_sha256"]) == ("kafka-clients-java",
                                                                                built["jar"]["sha256"])
         assert lines[-1]["record"] == "end" and lines[-1]["status"] == "ok" and lines[-1]["totals"]["acked"] > 0
+        files = env.stop_broker_metrics("kafka-test", str(tmp_path / "results" / "brokermetrics"))
+        assert list(files) == [env.hosts("broker")[0].name], files
+        scraped = [json.loads(line) for line in Path(files[env.hosts("broker")[0].name]).read_text().splitlines()]
+        assert [t["name"] for t in scraped[0]["header"]["targets"]] == ["kafka@127.0.0.1"], scraped[0]
+        assert any("kafka_bytes_in_mb_per_s" in (r.get("values") or {}) for r in scraped[1:]), scraped[-2:]
         metrics = env.after_phase("measure", "kafka-test", str(tmp_path / "results" / "hostmetrics"))
         for name, m in metrics.items():
             assert m.get("samples", 0) >= 2, (name, m)
