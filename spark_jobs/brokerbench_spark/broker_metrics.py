@@ -24,7 +24,8 @@ phase's scrapes (the last one before the phase's first interval is the counters'
   quantile is never averaged);
 - counter: its increase over the phase per second; timer: the sum's increase over the count's (the exact mean
   per event over the phase);
-- several nodes: the highest node (the worst) or their sum (the catalog's ``across``).
+- several nodes (one file per broker host on a fleet): the worst node (the highest, or the lowest where lower is
+  worse) or their sum (the catalog's ``across``).
 
 ``broker_metrics_notes`` says what a row lacks: a catalog metric the broker did not expose (``not exposed by
 <broker> <implementation> <version>``), one it exposed with nothing to average in the phase (``no events during
@@ -155,10 +156,13 @@ def phase_value(kind: str, stat: str, readings: list[tuple[float, Any]], start: 
     return ds / dc if dc > 0 else None
 
 
-def _across(how: str, values: list[float]) -> float | None:
+def _across(how: str, worse: str, values: list[float]) -> float | None:
+    """The nodes' figures as one: their sum, or the worst node's (files before ``worst`` said ``max``)."""
     if not values:
         return None
-    return sum(values) if how == "sum" else max(values)
+    if how == "sum":
+        return sum(values)
+    return min(values) if worse == "lower" else max(values)
 
 
 def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phases: dict[tuple, dict]
@@ -171,6 +175,9 @@ def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phase
     rows: list[dict] = []
     figures: dict[tuple, dict] = {}
     columns: list[str] = []
+    per_node: dict[tuple, dict[str, list[float]]] = {}  # row -> metric -> each node's phase figure
+    across: dict[str, tuple[str, str]] = {}  # metric -> (its catalog's across, worse)
+    silent: dict[tuple, set[str]] = {}
     for f in brokers:
         workload, driver, variant, phase = f.key
         info = phases.get((workload, driver, variant)) or {}
@@ -219,11 +226,19 @@ def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phase
                     else:  # exposed, but a mean of nothing: no request of that kind, or no window yet
                         quiet.append(m["id"])
         if measured and info.get("broker"):
-            out = figures.setdefault((workload, info["broker"], driver, variant), {NOTES: []})
-            how = {m["id"]: m.get("across", "max") for m in f.catalog}
-            out.update({mid: _across(how[mid], vals) for mid, vals in per_metric.items()})
-            out[NOTES] += notes + [f"{mid}: no events during the phase" for mid in dict.fromkeys(quiet)
-                                   if mid not in per_metric]
+            # every host's file of the phase adds its nodes' figures; the nodes are combined once all are read
+            key = (workload, info["broker"], driver, variant)
+            nodes = per_node.setdefault(key, defaultdict(list))
+            for mid, vals in per_metric.items():
+                nodes[mid] += vals
+            across.update({m["id"]: (m.get("across", "worst"), m.get("worse", "higher")) for m in f.catalog})
+            out = figures.setdefault(key, {NOTES: []})
+            out[NOTES] += notes
+            silent.setdefault(key, set()).update(quiet)
+    for key, nodes in per_node.items():
+        figures[key].update({mid: _across(*across[mid], vals) for mid, vals in nodes.items()})
+        figures[key][NOTES] += [f"{mid}: no events during the phase" for mid in sorted(silent.get(key, ()))
+                                if mid not in nodes]
     for key, host, samples in hosts:
         workload, driver, variant, phase = key
         info = phases.get((workload, driver, variant)) or {}

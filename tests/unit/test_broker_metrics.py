@@ -139,3 +139,21 @@ def test_the_scraper_parses_the_catalogs_lines_alone_and_reads_the_same_values(b
     assert "#" not in kept
     assert extract(_samples(kept), metrics) == extract(EDGE, metrics)
 
+
+def test_the_nodes_of_a_fleet_in_files_of_their_own_are_summed_or_the_worst_taken():
+    """One scraper file per broker host (an aws fleet): a rate is the sum of the nodes, a latency the highest."""
+    files = []
+    for i, (requests, flush_ms) in enumerate([(12.0, 2.0), (0.0, 9.0), (0.0, 1.0)]):
+        t = Target("kafka", "broker", f"127.0.1.{i + 1}", f"http://127.0.1.{i + 1}:7071/metrics", "apache-kafka",
+                   "3.9.1")
+        lines = [{"ts": 100.0 + k, "target": t.name,
+                  "values": {"kafka_produce_requests_per_s": requests * k,
+                             "kafka_log_flush_time_mean_ms": [flush_ms * k, float(k)],
+                             "kafka_network_processor_idle_percent": 90.0 - 10 * i}} for k in range(3)]
+        files.append(_file(lines, [t]))
+    _, figures, _ = bm.tables(files, [], {("w", "d", "v"): {"broker": "kafka", "start": 100.5, "end": 102.5}})
+    row = figures[("w", "kafka", "d", "v")]
+    assert row["kafka_produce_requests_per_s"] == pytest.approx(12.0)  # the leader's, whichever file came last
+    assert row["kafka_log_flush_time_mean_ms"] == pytest.approx(9.0)
+    assert row["kafka_network_processor_idle_percent"] == pytest.approx(70.0)  # lower is worse: the lowest
+

@@ -83,8 +83,8 @@ class CatalogMetric(BaseModel):
     scale: float = 1.0
     #: the phase figure of a gauge: the mean of the intervals or the highest
     phase: Literal["mean", "max"] = "mean"
-    #: several nodes: the highest node (the worst), or their sum
-    across: Literal["max", "sum"] = "max"
+    #: several nodes: the worst node (the highest, or the lowest where lower is worse), or their sum
+    across: Literal["worst", "sum"] = "worst"
     #: which way is worse
     worse: Literal["higher", "lower"] = "higher"
     #: the report panel that draws it (include/metrics/<broker>.yaml's ``panels``)
