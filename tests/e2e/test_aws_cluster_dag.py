@@ -11,11 +11,13 @@ on the same hosts in turn.
 
 The run has an Airflow database of its own (a copy of the project's), so it runs beside the other DAG tests;
 it shares the fleet's 127.0.1.x addresses with tests/integration/test_aws_clusters.py and runs after it on one
-worker (tests/conftest.py). The rate is the one the cluster's Kafka row was found seconds slow at: 300 msg/s of
-fsync-on messages, which librdkafka's default of unbounded requests in flight queued one message per request on
-the leader's connection (the broker reads one request of a connection at a time) while ProducerPerformance on the
-same hosts acknowledged them in tens of ms; the row's publish p50 is bounded well below those seconds
-(bench/kafka_cluster_fsync.py measures both side by side, docs/aws.md)."""
+worker (tests/conftest.py). At 40 msg/s of fsync-on messages the cluster's Kafka row was found seconds slow
+(6,074 ms; 3,481.6 ms at 300 msg/s): librdkafka's default of unbounded requests in flight queued one message per
+request on the leader's connection (the broker reads one request of a connection at a time) while
+ProducerPerformance on the same hosts acknowledged them in tens of ms; the row's publish p50 is bounded well below
+those seconds (bench/kafka_cluster_fsync.py measures both side by side at 300 msg/s, docs/aws.md). The rate stays
+low here because this test runs beside the local A/B DAG test, whose 30-ms linger difference must still show on
+the machine's other core."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DAG = "brokerbench_aws_seed_latency"
 BUCKET = "bb-cluster-results"
 COUNTS = {"broker": 3, "metadata": 1, "client": 1}
-RATE_MSG_S, PHASE_S = 300, 6
+RATE_MSG_S, PHASE_S = 40, 6
 #: Kafka's publish p50 at that rate must stay below this (ms): seconds when the producer queued one message per
 #: request (3,481.6 and 11,673.6 ms measured), tens to hundreds of ms on a loaded 2-core machine since
 KAFKA_P50_BOUND_MS = 1500
