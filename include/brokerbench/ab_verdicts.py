@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-from brokerbench import abtest
+from brokerbench import abtest, suspects
 from brokerbench.metrics import METRICS, Judgement, Metric, number, unit_of
 from brokerbench.regression import Verdict
 from brokerbench.util import split_side, split_trial
@@ -103,6 +103,7 @@ def verdicts(rows: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = METR
                 f"{len(valid['A'])} of {len(sides['A'])} (A), {len(valid['B'])} of {len(sides['B'])} (B)"
                 + (f", {loaded} of them invalid for the host's load only" if loaded else ""))
         version = (valid["B"] or sides["B"])[0].get("broker_version")
+        found: suspects.Evidence | None = None  # the candidates' A/B findings, made once if a metric changed
         for m in metrics:
             a = _values(valid["A"], m.column)
             b = _values(valid["B"], m.column)
@@ -118,6 +119,9 @@ def verdicts(rows: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = METR
                 evidence=f"{evidence} ({what})", rule=RULE_AB, p_value=c.p_value if c else None,
                 interval={"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
                               "confidence": c.achieved_confidence, "n_a": c.n_a, "n_b": c.n_b} if c else None))
+            if verdict in (Judgement.REGRESSED, Judgement.IMPROVED):
+                found = found or suspects.from_trials(broker, valid["A"], valid["B"])
+                out[-1].suspects = found.suspects(suspects.head_of(out[-1])).to_dict()
     return out
 
 

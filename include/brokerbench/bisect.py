@@ -244,6 +244,8 @@ class StepResult:
     evidence: str = ""
     #: the run's exit code (``brokerbench bench``'s), None for a step that ran no run
     exit_code: int | None = None
+    #: a regressed or improved step: what moved with it on the brokers and hosts (brokerbench.suspects' sentence)
+    suspects: str = ""
 
 
 @dataclass
@@ -401,6 +403,11 @@ def bisect(releases: Sequence[str], runner: StepRunner, broker: str = "", metric
     b.status, b.exit_code = "found", EXIT_OK
     b.first_bad, b.last_good = releases[hi], releases[lo]
     b.message = f"first release with the change: {releases[hi]} (last without: {releases[lo]})"
+    found = next((s for s in reversed(b.steps) if (s.version_a, s.version_b) == (releases[lo], releases[hi])
+                  and kind_of(s.result.verdict) == "bad"), None) or next(
+        (s for s in reversed(b.steps) if s.version_b == releases[hi] and kind_of(s.result.verdict) == "bad"), None)
+    if found is not None and found.result.suspects:
+        b.message += f"; step {found.step} ({found.version_a} vs {found.version_b}): {found.result.suspects}"
     return b
 
 
@@ -470,7 +477,8 @@ def step_from_verdicts(doc: Mapping[str, Any] | None, broker: str, metric: str, 
         evidence = f"workload {v.get('workload')} (of {len(rows)} judged): {evidence}"
     return StepResult(verdict=str(v.get("verdict")), median_a=v.get("baseline_median"), median_b=v.get("value"),
                       ratio=interval.get("ratio"), ci_low=interval.get("ci_low"), ci_high=interval.get("ci_high"),
-                      confidence=interval.get("confidence"), evidence=evidence)
+                      confidence=interval.get("confidence"), evidence=evidence,
+                      suspects=str((v.get("suspects") or {}).get("sentence") or ""))
 
 
 class BenchSteps:
@@ -555,7 +563,8 @@ def dag_step(plan_: BisectPlan, records: Sequence[Mapping[str, Any] | None],
     say(f"A/B run: A {plan_.broker} {pair[0]} vs B {pair[1]} (suite {plan_.suite}, variant {plan_.variant}, "
         f"judged on {plan_.metric})")
     result = plan_.step_runner(bench)(*pair)
-    say(f"A {pair[0]} vs B {pair[1]}: {result.verdict}" + (f" ({ratio_text(result)})" if result.ratio else ""))
+    say(f"A {pair[0]} vs B {pair[1]}: {result.verdict}" + (f" ({ratio_text(result)})" if result.ratio else "")
+        + (f"; {result.suspects}" if result.suspects else ""))
     return step_record(pair[0], pair[1], result)
 
 
@@ -630,7 +639,8 @@ def render_html(b: Bisection, params: Mapping[str, Any]) -> str:
     e = html.escape
     head = "".join(f"<th>{e(c)}</th>" for c in table_columns(b.metric))
     body = "\n".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in step_row(s)) + "</tr>" for s in b.steps)
-    evidence = "\n".join(f"<li>step {s.step}{' again' if s.attempt > 1 else ''}: {e(s.result.evidence)}</li>"
+    evidence = "\n".join(f"<li>step {s.step}{' again' if s.attempt > 1 else ''}: {e(s.result.evidence)}"
+                         + (f"<br>{e(s.result.suspects)}" if s.result.suspects else "") + "</li>"
                          for s in b.steps if s.result.evidence)
     given = "".join(f"<tr><th>{e(str(k))}</th><td>{e(json.dumps(v, default=str))}</td></tr>"
                     for k, v in params.items() if v not in (None, {}, []))

@@ -701,7 +701,8 @@ def _cmd_bisect(args) -> int:
         return runner(version_a, version_b)
 
     def on_step(step: bs.Step, b: bs.Bisection) -> None:
-        say(f"bisect step {step.step}: A {step.version_a} vs B {step.version_b}: {step.result.verdict}")
+        say(f"bisect step {step.step}: A {step.version_a} vs B {step.version_b}: {step.result.verdict}"
+            + (f"; {step.result.suspects}" if step.result.suspects else ""))
         print(bs.steps_table(b), flush=True)
         bs.write_record(out, b, params)
 

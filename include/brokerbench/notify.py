@@ -235,9 +235,14 @@ def regression_message(context: dict) -> Message:
     metrics = [ln.strip() for ln in text.splitlines()[1:] if ln.strip()] if text else []
     regressed = "regressed" in text.splitlines()[0] if text else False
     location = results_location(context)
+    verdicts = _verdicts_at(location)
     if exc is None:  # run by the dag-processor (task process died): the verdicts file has them
-        metrics = _regressed_from_verdicts(location)
+        metrics = [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}"
+                   for v in verdicts if v.get("verdict") == Judgement.REGRESSED]
         regressed = bool(metrics)
+    from brokerbench.report.verdict_table import suspect_sentences
+
+    sentences = suspect_sentences(v for v in verdicts if v.get("verdict") == Judgement.REGRESSED)
     report = report_url(context)
     url = run_url(dag_id, run_id)
     ti = context.get("ti") or context.get("task_instance")
@@ -247,6 +252,9 @@ def regression_message(context: dict) -> Message:
         lines = [f"Regression in {dag_id}", f"run id: {run_id}",
                  text.splitlines()[0] if text else f"{len(metrics)} metric(s) regressed:"]
         lines += [f"  {m}" for m in metrics]
+        if sentences:
+            lines.append("what moved with it (suspects: the brokers' own metrics and the hosts' figures):")
+            lines += [f"  {line}" for line in sentences]
     else:
         subject = f"[brokerbench] REGRESSION GATE FAILED (no verdict): {dag_id} run {run_id}"
         lines = [f"The regression gate of {dag_id} failed without a regression verdict", f"run id: {run_id}",
@@ -259,7 +267,7 @@ def regression_message(context: dict) -> Message:
         lines.append(f"gate log: {log_url}")
     return Message("regression", subject, lines,
                    {"dag_id": dag_id, "run_id": run_id, "regressed": regressed, "metrics": metrics,
-                    "report_url": report, "run_url": url, "results": location})
+                    "suspects": sentences, "report_url": report, "run_url": url, "results": location})
 
 
 def not_judged_message(context: dict, outcome: RunOutcome) -> Message:
@@ -278,7 +286,8 @@ def not_judged_message(context: dict, outcome: RunOutcome) -> Message:
                     "results": location})
 
 
-def _regressed_from_verdicts(location: str) -> list[str]:
+def _verdicts_at(location: str) -> list[dict[str, Any]]:
+    """The run's verdicts (summary/regression.json at the results location); [] when not readable."""
     # the report package loads matplotlib: not while DAG files are parsed (notifiers are built then)
     from brokerbench.report.verdict_table import read_verdicts
 
@@ -288,9 +297,7 @@ def _regressed_from_verdicts(location: str) -> list[str]:
             run_dir = staging_root(root) / "runs" / rel
         else:
             run_dir = Path(location)
-        data = read_verdicts(run_dir) or {}
-        return [f"{v['workload']} {v['broker']} {v['variant']} {v['metric']}: {v['evidence']}"
-                for v in data.get("verdicts", []) if v.get("verdict") == Judgement.REGRESSED]
+        return list((read_verdicts(run_dir) or {}).get("verdicts", []))
     except Exception as e:  # noqa: BLE001
         log.debug("notify: verdicts not readable at %s: %s", location, e)
         return []

@@ -419,12 +419,30 @@ def comparison_text(c: Comparison) -> str:
         rows.append([label, "change", "", *(change_text(col, o.get(col), n.get(col)) for col, _ in COMPARE_FIGURES)])
         out += ["", f"{_heading(p.key)}  ({_setup_text([o, n])})", _indent(text_table(columns, rows)),
                 f"  runs: {o.get('dag_id')}/{o.get('run_id')} -> {n.get('dag_id')}/{n.get('run_id')}"]
+        moved = _what_moved(c, p)
+        if moved:
+            out.append(f"  {moved}")
     if c.notes:
         out += ["", "notes:", *(f"  {n}" for n in c.notes)]
     out += ["", "change: the newer side against the older, in % of the older; 'better' / 'worse' where it is beyond "
                 "the metric's regression threshold (docs/analytics.md). One run a side is no significance test: the "
                 "comparison page labels version differences over all runs of each version"]
     return "\n".join(out)
+
+
+def _what_moved(c: Comparison, p: Pair) -> str:
+    """Two versions: what moved on the brokers and hosts between them, over every ok run of each
+    (brokerbench.suspects.from_versions); "" when no candidate has runs enough on both."""
+    from brokerbench import suspects
+
+    older, newer = str(p.older.get("broker_version")), str(p.newer.get("broker_version"))
+    if older == newer:
+        return ""
+    track = [r for r in c.page_rows if tuple(str(r.get(k)) for k in PAIR) == p.key]
+    s = suspects.from_versions(str(p.older.get("broker")), track, older, newer).suspects(f"{older} -> {newer}")
+    if not s.suspects and not s.cleared:
+        return ""
+    return "the brokers' own metrics and the hosts' figures, every ok run of each version: " + s.sentence
 
 
 def write_page(results_root: str, c: Comparison, name: str, out_dir: str | None = None) -> Path:

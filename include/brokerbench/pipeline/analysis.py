@@ -209,6 +209,8 @@ def verdicts(ctx: RunContext) -> dict[str, Any]:
     verdict_table.write_verdicts(ctx.run_dir, result, rule, key)
     log.info("regression verdicts (%s):\n%s", ", ".join(f"{k}: {v}" for k, v in sorted(counts(result).items())),
              verdict_table.text_table(result))
+    for line in verdict_table.suspect_sentences(result):
+        log.info("suspects: %s", line)
     return counts(result)
 
 

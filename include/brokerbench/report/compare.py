@@ -38,6 +38,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any, Iterable, Sequence
 
+from brokerbench import suspects
 from brokerbench.changepoint import VersionDiff, compare_versions, version_key
 from brokerbench.history import latest_per, read_history
 from brokerbench.metrics import METRICS, unit_of
@@ -136,7 +137,7 @@ def version_diffs(rows: list[dict[str, Any]]) -> dict[str, Any]:
                         "–" if d.change_percent is None else f"{d.change_percent:+.1f} %",
                         "–" if d.p_value is None else f"{d.p_value:.2g}", d.label]} for d in diffs]
     return {"rows": table, "significant": sum(d.label.startswith("significantly") for d in diffs),
-            "changes": _changes(diffs)}
+            "changes": _changes(diffs, rows=rows)}
 
 
 def _metric_change(d: VersionDiff, arrow: str) -> str:
@@ -146,7 +147,8 @@ def _metric_change(d: VersionDiff, arrow: str) -> str:
             f"{' ' + unit if unit else ''} ({_percent(d)}), {d.label}")
 
 
-def _changes(diffs: Sequence[VersionDiff], arrow: str = "\u2192") -> list[dict[str, Any]]:
+def _changes(diffs: Sequence[VersionDiff], arrow: str = "\u2192",
+             rows: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """One entry per track and version step, older to newer: the step ("3.9.1 → 4.1.1"), the headline metrics
     in words (both medians, the change, the label), the other metrics whose change is significant (named with
     their change), and how many others were compared with which label."""
@@ -167,6 +169,12 @@ def _changes(diffs: Sequence[VersionDiff], arrow: str = "\u2192") -> list[dict[s
                     metrics.append(f"also {label}: " + ", ".join(
                         f"{column_label(d.metric)} ({_percent(d)})" for d in others.pop(label)))
             rest = "; ".join(f"{len(ds_)} other metric(s) {label}" for label, ds_ in sorted(others.items()))
+            if rows and any(d.label.startswith("significantly") for d in headline):
+                # what moved with it on the brokers and hosts: the same statistic over the catalog's figures
+                track = [r for r in rows if (r.get("broker"), r.get("workload"), r.get("variant"),
+                                             r.get("environment")) == (b, w, x, e)]
+                said = suspects.from_versions(str(b), track, older, newer).suspects("what moved").sentence
+                metrics.append(said.replace("what moved: ", "what moved with it: ", 1))
             out.append({"broker": b, "workload": w, "variant": x, "environment": e, "older": older, "newer": newer,
                         "step": f"{older} {arrow} {newer}", "metrics": metrics, "rest": rest,
                         "cls": ("worse" if any(d.label == "significantly worse" for d in ds) else
@@ -192,14 +200,14 @@ def version_changes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     metric: "e2e latency p99 50.4 → 18.3 ms (-63.6 %), significantly better"), rest (the other metrics'
     labels counted) and cls ("worse" when a metric got significantly worse, else "better" when one got
     better)."""
-    return _changes(sorted(compare_versions(rows), key=_diff_order))
+    return _changes(sorted(compare_versions(rows), key=_diff_order), rows=rows)
 
 
 def version_changes_text(rows: list[dict[str, Any]]) -> str:
     """:func:`version_changes` as plain text, one line per version step ("kafka / w / fsync-off / local:
     3.9.1 -> 4.1.1: ..."), for logs and terminals."""
     lines = []
-    for c in _changes(sorted(compare_versions(rows), key=_diff_order), "->"):
+    for c in _changes(sorted(compare_versions(rows), key=_diff_order), "->", rows):
         parts = c["metrics"] + ([c["rest"]] if c["rest"] else [])
         lines.append(f"{c['broker']} / {c['workload']} / {c['variant']} / {c['environment']}: {c['step']}: "
                      + "; ".join(parts))

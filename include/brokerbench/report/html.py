@@ -430,7 +430,8 @@ def ab_section(data: RunData) -> dict[str, Any] | None:
                  "interval": (f"{iv['ci_low']:.3f} to {iv['ci_high']:.3f} ({iv['confidence'] * 100:.1f} %)"
                               if iv.get("ci_low") is not None else "–"),
                  "trials A/B": f"{iv.get('n_a', v.get('baseline_n'))} / {iv.get('n_b', '–')}"}
-        out.append({"cls": VERDICT_CSS.get(verdict_category(v.get("verdict")), ""), "cells": cells})
+        out.append({"cls": VERDICT_CSS.get(verdict_category(v.get("verdict")), ""), "cells": cells,
+                    "suspects": (v.get("suspects") or {}).get("sentence")})
     plan = data.plan or {}
     return {"columns": AB_COLUMNS, "rows": out, "side_b": json.dumps(plan.get("compare_with") or {})}
 
@@ -470,7 +471,8 @@ def findings_groups(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             rule = (v.get("rule") or "") + when + (f", p = {p:.2g}" if isinstance(p, (int, float)) else "")
             findings.append({"cls": "bad" if v.get("verdict") == Judgement.REGRESSED else "good", "metric": v.get("metric"),
                              "change": _change_text(v), "baseline": v.get("baseline_median"),
-                             "value": v.get("value"), "rule": rule, "evidence": v.get("evidence")})
+                             "value": v.get("value"), "rule": rule, "evidence": v.get("evidence"),
+                             "suspects": (v.get("suspects") or {}).get("sentence")})
         out.append({"track": track, "sides": sides, "findings": findings})
     return out
 
@@ -499,6 +501,7 @@ def what_matters_section(data: RunData, failed_tasks: Sequence[str] = ()) -> dic
     return {"outcome": outcome,
             "headline": {"regressed": len(regressed), "tracks": len({_track_label(v) for v in regressed}),
                          "improved": len(improved), "judged": len(judged), "rest": rest},
+            "sentences": verdict_table.suspect_sentences(regressed + improved),
             "findings": [(title, findings_groups(rows)) for title, rows
                          in (("Regressions", regressed), ("Improvements", improved)) if rows],
             "insufficient_n": len(insufficient),
@@ -858,6 +861,10 @@ def render_text_summary(run_dir: str | Path) -> str:
             out.append(verdict_table.text_table(shown))
         if insufficient:
             out.append(f"insufficient history: {len(insufficient)} verdict(s) of {_insufficient_line(insufficient)}")
+        sentences = verdict_table.suspect_sentences(verdicts)
+        if sentences:
+            out.append('What moved with each change (suspects; docs/analytics.md, "Suspects"):')
+            out += [f"  {line}" for line in sentences]
         for v in verdicts:
             if v.get("verdict") == Judgement.REGRESSED:
                 out.append(f"REGRESSION {v.get('workload')} {v.get('broker')} {v.get('variant')} "
