@@ -8,7 +8,8 @@ byte for byte (the OMB documents: the same files; their content has changed on p
 to what OMB's chart script reads); summary.parquet the same table (schema, Spark's schema
 in the footer, rows, values, one part file); exit code and printed lines the same. (The new
 job's driver writes its files with Python and pyarrow, so Hadoop's ``.crc`` checksum files
-of the reference are not compared.) The new job
+of the reference are not compared.) What the job writes since on purpose is left out of the new
+job's outputs first: the broker metrics' files and columns (``ADDED_FILES``, ``ADDED_COLUMNS``). The new job
 runs as a cluster's driver would get it: spark_jobs/aggregate.py copied alone, the package
 shipped with ``--py-files`` (spark_jobs/brokerbench_spark/pyfiles.py), the runs given as one
 ``--run-dir`` glob.
@@ -22,6 +23,7 @@ warm-up (nothing measured) and a run without worker files.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -31,6 +33,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -170,6 +173,24 @@ def outputs(tmp_path_factory):
     return {"reference": reference, "new": new, "reference_dirs": reference_dirs, "new_dirs": new_dirs}
 
 
+#: what the job writes since the reference on purpose (the brokers' own metrics and the hosts' figures, per
+#: interval and per phase: docs/broker-metrics.md); left out of the new job's outputs before they are compared
+ADDED_FILES = {"brokermetrics.csv", "brokermetrics-panels.json"}
+ADDED_COLUMNS = ["broker_metrics_notes"]
+
+
+def without_added(table: pa.Table) -> pa.Table:
+    return table.drop_columns([c for c in ADDED_COLUMNS if c in table.column_names])
+
+
+def csv_rows(path: Path, drop: list[str] = ()) -> list[list[str]]:
+    """The file's rows (header first) as parsed cells, without the columns ``drop``."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    keep = [i for i, c in enumerate(rows[0]) if c not in drop] if rows else []
+    return [[r[i] for i in keep] for r in rows]
+
+
 def summary_files(run_dir: Path) -> list[str]:
     """Every file under summary/, part file names with their uuid masked; without Hadoop's
     checksum files (``.<name>.crc``: the reference wrote through Hadoop's local file system,
@@ -197,7 +218,7 @@ def test_both_jobs_ran(outputs):
 
 def test_same_files(outputs):
     for ref, new in zip(outputs["reference_dirs"], outputs["new_dirs"]):
-        assert summary_files(new) == summary_files(ref), ref.name
+        assert [f for f in summary_files(new) if f not in ADDED_FILES] == summary_files(ref), ref.name
     assert summary_files(outputs["new_dirs"][0])  # the fixture run was written
     assert "sweep.csv" in summary_files(outputs["new_dirs"][2]) and len(summary_files(outputs["new_dirs"][2])) == 1
     assert summary_files(outputs["new_dirs"][3]) == summary_files(outputs["new_dirs"][4]) == []
@@ -213,7 +234,11 @@ def test_text_outputs_byte_for_byte(outputs, run):
                    if p.suffix in (".csv", ".json") and p.parent.name != "omb")
     assert names
     for name in names:
-        assert (new / name).read_bytes() == (ref / name).read_bytes(), f"{run}: {name}"
+        if name == "summary.csv":  # the broker metrics' columns added: the reference's columns cell for cell
+            assert csv_rows(new / name, ADDED_COLUMNS) == csv_rows(ref / name), f"{run}: {name}"
+            assert (new / name).read_bytes().count(b"\n") == (ref / name).read_bytes().count(b"\n")
+        else:
+            assert (new / name).read_bytes() == (ref / name).read_bytes(), f"{run}: {name}"
 
 
 @pytest.mark.parametrize("run", RUNS[:2])
@@ -221,11 +246,14 @@ def test_summary_parquet_same_table(outputs, run):
     i = RUNS.index(run)
     (ref,) = (outputs["reference_dirs"][i] / "summary" / "summary.parquet").glob("part-*.parquet")
     (new,) = (outputs["new_dirs"][i] / "summary" / "summary.parquet").glob("part-*.parquet")
-    a, b = pq.read_table(ref), pq.read_table(new)
+    a, full = pq.read_table(ref), pq.read_table(new)
+    b = without_added(full)
     assert b.schema.equals(a.schema)  # names, types, nullability, order
     # Spark's schema in the footer (Spark reads both files back with the same schema)
     key = b"org.apache.spark.sql.parquet.row.metadata"
-    assert json.loads(b.schema.metadata[key]) == json.loads(a.schema.metadata[key])
+    spark_schema = json.loads(full.schema.metadata[key])
+    spark_schema["fields"] = [f for f in spark_schema["fields"] if f["name"] not in ADDED_COLUMNS]
+    assert spark_schema == json.loads(a.schema.metadata[key])
     assert b.to_pylist() == a.to_pylist()
     assert b.equals(a)
     assert pq.ParquetFile(new).metadata.num_row_groups == pq.ParquetFile(ref).metadata.num_row_groups
@@ -235,6 +263,7 @@ def test_same_printed_lines(outputs):
     base_ref = outputs["reference_dirs"][0].parents[2]
     base_new = outputs["new_dirs"][0].parents[2]
     new, ref = printed(outputs["new"], base_new), printed(outputs["reference"], base_ref)
+    new = [line for line in new if not line.endswith("/brokermetrics.csv")]  # the broker metrics' own line
     # stdout in order; the stderr lines (nothing measured) may interleave differently
     assert [line for line in new if "no measured data" not in line] == \
         [line for line in ref if "no measured data" not in line]
