@@ -59,14 +59,20 @@ def side_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
     return base, "B" if is_b else "A"
 
 
-def group_sides(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]]:
-    """Trial rows by (base workload, broker, variant), then side."""
+def group_sides(rows: Iterable[Mapping[str, Any]], side_b_variants: Mapping[str, str] | None = None
+                ) -> dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]]:
+    """Trial rows by (base workload, broker, side A's variant), then side. ``side_b_variants``: side B's variant ->
+    the side A variant it is compared with, in a run whose side B runs other variants (``compare_with.variants``:
+    side B's rows carry their own variant)."""
     groups: dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]] = {}
     for r in rows:
         s = side_of(r)
         if s is None:
             continue
-        key = (s[0], str(r.get("broker")), str(r.get("variant")))
+        variant = str(r.get("variant"))
+        if s[1] == "B" and side_b_variants:
+            variant = side_b_variants.get(variant, variant)
+        key = (s[0], str(r.get("broker")), variant)
         groups.setdefault(key, {"A": [], "B": []})[s[1]].append(r)
     return groups
 
@@ -90,11 +96,13 @@ def judge(metric: Metric, a: list[float], b: list[float]) -> tuple[str, abtest.C
     return (Judgement.REGRESSED if c.verdict == "slower" else Judgement.IMPROVED), c, text
 
 
-def verdicts(rows: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = METRICS) -> list[Verdict]:
-    """The A/B verdicts of a run's summary rows (one per trial and side); [] when the run has no side B."""
+def verdicts(rows: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = METRICS,
+             side_b_variants: Mapping[str, str] | None = None) -> list[Verdict]:
+    """The A/B verdicts of a run's summary rows (one per trial and side); [] when the run has no side B.
+    ``side_b_variants``: as :func:`group_sides`; a verdict's ``variant`` is side A's."""
     out: list[Verdict] = []
     metrics = tuple(metrics)
-    for (workload, broker, variant), sides in sorted(group_sides(rows).items()):
+    for (workload, broker, variant), sides in sorted(group_sides(rows, side_b_variants).items()):
         if not sides["B"]:
             continue
         valid = {s: [r for r in rs if usable(r)] for s, rs in sides.items()}
@@ -151,4 +159,5 @@ def _describe_side(rows: list[Mapping[str, Any]]) -> str:
     if not rows:
         return "no rows"
     r = rows[0]
-    return f"{r.get('broker')} {r.get('broker_version') or '?'}, {r.get('client_library') or '?'}, driver {r.get('driver')}"
+    return (f"{r.get('broker')} {r.get('broker_version') or '?'}, {r.get('client_library') or '?'}, driver "
+            f"{r.get('driver')}, variant {r.get('variant')}")

@@ -171,7 +171,11 @@ def test_the_sentence_leads_the_report_the_terminal_summary_regression_json_and_
     html = build_report(run_dir).read_text()
     first = html[:html.index('id="key-figures"')]
     assert "<ul class='suspects' id='suspects'>" in first  # under the headline, before the key figures
-    assert first.count("Kafka Log flush: p50 appeared") >= 2  # the headline and the A/B table's row
+    assert first.count("Kafka Log flush: p50 appeared") >= 3  # the headline, the percentile table, the A/B row
+    # the percentile table: one row per broker, B/A [interval] per percentile, what moved beside it
+    table = first[first.index('id="ab-percentiles"'):]
+    table = table[:table.index("</table>")]
+    assert "publish p99" in table and "\u00d71.4" in table and "suspects: Kafka Log flush: p50 appeared" in table
 
 
 def test_notifications_and_bisect_steps_carry_the_sentence(tmp_path):

@@ -9,7 +9,6 @@ gathers what each section shows.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from datetime import datetime, timezone
@@ -25,6 +24,7 @@ from brokerbench.report import verdict_table
 from brokerbench.trials import spread_columns, trials_of
 from brokerbench.util import text_table, write_atomic
 
+from .ab import VERDICT_CSS, ab_section
 from .broker_panels import broker_panels_section
 from .charts import series_by_combo
 from .data import RunData, client_text, column_label, column_unit, implementation_text, load_run, summary_order
@@ -343,12 +343,6 @@ def quantile_curves(data: RunData, workload: str, key: str, with_driver: bool) -
     return sorted(out, key=lambda c: c[0])
 
 
-#: the CSS class of each verdict category (regression.verdict_category)
-VERDICT_CSS = {Judgement.REGRESSED: "bad", Judgement.IMPROVED: "good", Judgement.UNCHANGED: "",
-               Judgement.INSUFFICIENT: "meta", Judgement.NO_DATA: "meta",
-               f"{Judgement.NOT_JUDGED}: invalid": "notjudged", f"{Judgement.NOT_JUDGED}: partial": "notjudged"}
-
-
 def _verdicts(data: RunData) -> list[dict[str, Any]]:
     return list((data.regression or {}).get("verdicts") or [])
 
@@ -404,36 +398,6 @@ def regression_section(data: RunData) -> dict[str, Any] | None:
             "shown": verdict_rows(shown), "insufficient": verdict_rows(insufficient),
             "not_judged": verdict_rows([v for v in verdicts if _is_not_judged(v)]),
             "insufficient_line": _insufficient_line(insufficient) if insufficient else ""}
-
-
-#: the A/B table's columns (ab_section)
-AB_COLUMNS = ["workload", "broker", "variant", "metric", "A median", "B median", "B/A", "interval", "p", "trials A/B",
-              "verdict"]
-
-
-def ab_section(data: RunData) -> dict[str, Any] | None:
-    """An A/B run's verdicts (rule A/B, brokerbench.ab_verdicts): one row per workload x broker x variant and
-    metric, regressed and improved first; None when the run is no A/B run."""
-    rows = [v for v in _verdicts(data) if v.get("rule") == "A/B"]
-    if not rows:
-        return None
-    order: dict[str, int] = {Judgement.REGRESSED: 0, Judgement.IMPROVED: 1}
-    words: dict[str, str] = {Judgement.REGRESSED: "B slower", Judgement.IMPROVED: "B faster",
-                             Judgement.UNCHANGED: "no difference at this power"}
-    out = []
-    for v in sorted(rows, key=lambda v: order.get(str(v.get("verdict")), 2)):
-        iv = v.get("interval") or {}
-        verdict = words.get(str(v.get("verdict")), str(v.get("verdict")))
-        cells = {"workload": v.get("workload"), "broker": v.get("broker"), "variant": v.get("variant"),
-                 "metric": v.get("metric"), "A median": v.get("baseline_median"), "B median": v.get("value"),
-                 "B/A": iv.get("ratio"), "p": v.get("p_value"), "verdict": verdict,
-                 "interval": (f"{iv['ci_low']:.3f} to {iv['ci_high']:.3f} ({iv['confidence'] * 100:.1f} %)"
-                              if iv.get("ci_low") is not None else "–"),
-                 "trials A/B": f"{iv.get('n_a', v.get('baseline_n'))} / {iv.get('n_b', '–')}"}
-        out.append({"cls": VERDICT_CSS.get(verdict_category(v.get("verdict")), ""), "cells": cells,
-                    "suspects": (v.get("suspects") or {}).get("sentence")})
-    plan = data.plan or {}
-    return {"columns": AB_COLUMNS, "rows": out, "side_b": json.dumps(plan.get("compare_with") or {})}
 
 
 def _insufficient_line(insufficient: Sequence[dict[str, Any]]) -> str:
@@ -809,7 +773,7 @@ def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
                      (trends and trends["charts"]))
     return render(
         "report.html.j2", title=_title(data), meta_bits=meta_bits, what=what_matters_section(data, failed_tasks),
-        ab=ab_section(data),
+        ab=ab_section(_verdicts(data), data.plan or {}),
         key_figures=key_figures_section(data), status=status_section(data), changed_trends=changed_trends,
         results=results, regression=regression_section(data), verdict_columns=VERDICT_COLUMNS,
         not_judged_columns=NOT_JUDGED_COLUMNS,
