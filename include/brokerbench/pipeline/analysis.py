@@ -203,7 +203,11 @@ def verdicts(ctx: RunContext) -> dict[str, Any]:
         from brokerbench.ab_verdicts import verdicts as ab_verdicts
         from brokerbench.report.data import read_table
 
-        ab = ab_verdicts(read_table(ctx.run_dir / "summary" / "summary.csv")[1], rule.metrics)
+        # side B of another variant (compare_with.variants) is judged against the side A variant it ran beside
+        paired = {str(i.variant): str(getattr(i, "group_variant", None) or i.variant) for i in plan.items
+                  if i.side == "B"}
+        ab = ab_verdicts(read_table(ctx.run_dir / "summary" / "summary.csv")[1], rule.metrics,
+                         side_b_variants={b: a for b, a in paired.items() if b != a})
         log.info("A/B (side B against side A, %s):\n%s", json.dumps(plan.compare_with), verdict_table.text_table(ab))
         result = ab + result
     verdict_table.write_verdicts(ctx.run_dir, result, rule, key)
