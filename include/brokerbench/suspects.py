@@ -57,6 +57,10 @@ HOST_CANDIDATES = {
     "host_net_tx_mb_per_s": ("host network sent", "MB/s"),
 }
 
+#: the smallest change that is a suspect, per unit as the catalogs write it (include/metrics/*.yaml)
+FLOORS = {"ms": 0.05, "ms/s": 1.0, "percent": 1.0, "per_s": 1.0, "mb/s": 0.1, "mb": 1.0, "messages": 1.0,
+          "requests": 1.0, "entries": 1.0, "partitions": 1.0, "processes": 1.0}
+
 NOTHING_MOVED = "nothing on the brokers or hosts moved: look at the clients or the network"
 
 Status = Literal["suspect", "cleared", "not compared"]
@@ -72,6 +76,9 @@ class Candidate:
     worse: Literal["higher", "lower"] = "higher"
     #: a metric that counts events (a timer's mean, a quantile): "no events" means it did not happen at all
     events: bool = False
+    #: the smallest change in the candidate's unit that is a suspect (:data:`FLOORS`): a remote time of 0.00 ms
+    #: against 0.01 ms is no lead, however significant
+    floor: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -198,9 +205,10 @@ def candidates(broker: str) -> list[Candidate]:
         name = cat.title.replace("Apache ", "")
         for m in cat.metrics:
             unit = {"percent": "%", "per_s": "per s"}.get(m.unit, m.unit)
-            out.append(Candidate(m.id, f"{name} {m.title}", unit, m.worse, events=m.kind in ("timer", "quantile",
-                                                                                              "ratio")))
-    out += [Candidate(c, title, unit) for c, (title, unit) in HOST_CANDIDATES.items()]
+            out.append(Candidate(m.id, f"{name} {m.title}", unit, m.worse,
+                                 events=m.kind in ("timer", "quantile", "ratio"), floor=FLOORS.get(m.unit, 0.0)))
+    out += [Candidate(c, title, unit, floor=FLOORS["percent"] if unit == "%" else FLOORS["mb/s"])
+            for c, (title, unit) in HOST_CANDIDATES.items()]
     return out
 
 
@@ -222,10 +230,10 @@ def compare_trials(cand: Candidate, rows_a: Sequence[Mapping[str, Any]], rows_b:
     if cand.events:
         quiet_a = sum(_quiet(r, cand.column) for r in rows_a)
         quiet_b = sum(_quiet(r, cand.column) for r in rows_b)
-        if len(b) >= need and not a and quiet_a >= need:
+        if len(b) >= need and not a and quiet_a >= need and median_low(b) >= cand.floor:
             return Finding(**base, status="suspect", direction="appeared", median_b=median_low(b),
                            evidence=f"no events on {quiet_a} trials of A; {len(b)} trials of B with a figure")
-        if len(a) >= need and not b and quiet_b >= need:
+        if len(a) >= need and not b and quiet_b >= need and median_low(a) >= cand.floor:
             return Finding(**base, status="suspect", direction="vanished", median_a=median_low(a),
                            evidence=f"{len(a)} trials of A with a figure; no events on {quiet_b} trials of B")
     if min(len(a), len(b)) < need:
@@ -241,18 +249,19 @@ def compare_trials(cand: Candidate, rows_a: Sequence[Mapping[str, Any]], rows_b:
         lo, hi = c.ci_low, c.ci_high
         assert lo is not None and hi is not None
         edge = math.log1p(min_effect)
-        moved = math.log(lo) > edge or math.log(hi) < -edge
+        near = lo if lo > 1 else hi  # the interval's end nearer to no change
+        moved = (math.log(lo) > edge or math.log(hi) < -edge) and ma * abs(near - 1) >= cand.floor
         direction = ("up" if lo > 1 else "down") if moved else None
         return Finding(**base, status="suspect" if moved else "cleared", direction=direction, ratio=c.ratio,
                        ci_low=lo, ci_high=hi, scale="log", median_a=ma, median_b=mb,
                        evidence=f"{abtest.describe(c, cand.column, cand.unit)}; a suspect needs the whole interval "
-                                f"beyond {min_effect:.0%}")
+                                f"beyond {min_effect:.0%} and a change of {cand.floor:g} {cand.unit}")
     # a figure of 0: the interval of the shift B - A (the same order statistics of the pairwise differences)
     diffs = sorted(y - x for x in a for y in b)
     lo, hi = diffs[k - 1], diffs[len(diffs) - k]
     shift = median(diffs)
     near = lo if lo > 0 else hi if hi < 0 else 0.0
-    moved = near != 0.0 and (ma == 0 or abs(near) >= min_effect * abs(ma))
+    moved = near != 0.0 and abs(near) >= max(cand.floor, min_effect * abs(ma))
     direction = ("up" if near > 0 else "down") if moved else None
     ratio = (ma + shift) / ma if ma > 0 and ma + shift > 0 else None
     return Finding(**base, status="suspect" if moved else "cleared", direction=direction, ratio=ratio,
@@ -270,13 +279,13 @@ def compare_history(cand: Candidate, base_rows: Sequence[Mapping[str, Any]], row
     from brokerbench.regression import Rule, judge_series
 
     rule = Rule()
-    metric = Metric(cand.column, "lower" if cand.worse == "higher" else "higher", min_effect, 0.0)
+    metric = Metric(cand.column, "lower" if cand.worse == "higher" else "higher", min_effect, cand.floor)
     usable = [r for r in base_rows if number(r.get(cand.column)) is not None]
     value = number(row.get(cand.column))
     base: dict[str, Any] = {"column": cand.column, "title": cand.title, "unit": cand.unit, "n_a": len(usable),
             "n_b": 0 if value is None else 1, "scale": "history"}
     recent = list(base_rows)[-rule.baseline_runs:]
-    if cand.events and value is not None and not usable and \
+    if cand.events and value is not None and value >= cand.floor and not usable and \
             sum(_quiet(r, cand.column) for r in recent) >= rule.min_runs:
         return Finding(**base, status="suspect", direction="appeared", median_b=value,
                        evidence=f"no events in the {len(recent)} earlier runs of the track")

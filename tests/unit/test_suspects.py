@@ -92,6 +92,14 @@ def test_a_small_but_significant_move_is_cleared_and_zeros_take_the_shift():
     assert "Kafka Request queue 0 -> 3 requests [+3, +5 requests]" in s["sentence"]
 
 
+def test_a_change_below_the_units_floor_is_no_suspect_however_significant():
+    remote = "kafka_produce_remote_time_mean_ms"  # a single node: no followers, the remote time stays near 0
+    a = {"publish_latency_p99_ms": jitter(10, seed=1), remote: [0.0, 0.0, 0.0, 0.0]}
+    b = {"publish_latency_p99_ms": jitter(13, seed=2), remote: [0.01, 0.012, 0.011, 0.013]}
+    s = p99_verdict(trial_rows(a, b)).suspects
+    assert s["suspects"] == [] and remote in {f["column"] for f in s["cleared"]}
+
+
 def test_equal_sides_have_no_verdict_and_so_no_suspects():
     a = {"publish_latency_p99_ms": jitter(10, seed=1), LOCAL: jitter(0.2, seed=2)}
     b = {"publish_latency_p99_ms": jitter(10, seed=3), LOCAL: jitter(0.4, seed=4)}
