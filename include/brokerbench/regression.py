@@ -113,7 +113,8 @@ class Verdict:
     #: (ci_low, ci_high) and the interval's confidence, trials per side (n_a, n_b)
     interval: dict[str, Any] | None = None
     #: a regressed or improved verdict: what else moved (brokerbench.suspects.Suspects.to_dict: its sentence,
-    #: the suspects ranked, the cleared candidates); None for other verdicts
+    #: the suspects ranked, the cleared candidates; brokerbench.suspects.attach_history adds them to the verdicts
+    #: against history); None for other verdicts
     suspects: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -360,7 +361,6 @@ def verdicts_for_run(
                 value=None, evidence=evidence, rule=RULE_VALIDITY))
             continue
         base_rows, excluded = earlier_rows(row, history)
-        found: Any = None  # the candidates' findings against the same history, made once per row if needed
         for metric in rule.metrics:
             j = judge_series(base_rows, row, metric, rule)
             if row.get("trials"):  # brokerbench.trials.combine: this run's value is the median of its trials
@@ -377,11 +377,6 @@ def verdicts_for_run(
                 baseline_runs=j.get("baseline_runs") or [], evidence=j["evidence"], rule=j.get("rule", ""),
                 p_value=j.get("p_value"), change_point=j.get("change_point"),
             ))
-            if j["verdict"] in (Judgement.REGRESSED, Judgement.IMPROVED):
-                from brokerbench import suspects
-
-                found = found or suspects.from_history(str(row.get("broker")), base_rows, row)
-                out[-1].suspects = found.suspects(suspects.head_of(out[-1])).to_dict()
     return out
 
 

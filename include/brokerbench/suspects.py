@@ -356,6 +356,25 @@ def from_versions(broker: str, rows: Sequence[Mapping[str, Any]], older: str, ne
     return Evidence(tuple(findings), f"history: {older} -> {newer}, the t test on log values over each version's runs")
 
 
+def attach_history(verdicts: Iterable[Any], current: Iterable[Mapping[str, Any]],
+                   history: Iterable[Mapping[str, Any]]) -> None:
+    """Give every regressed or improved verdict against history (brokerbench.regression.verdicts_for_run's) its
+    suspects, from the same track's earlier ok rows (``current``, ``history``: as verdicts_for_run got them)."""
+    from brokerbench.regression import earlier_rows
+
+    history = list(history)
+    rows = {(str(r.get("workload")), str(r.get("broker")), str(r.get("variant"))): r for r in current}
+    found: dict[tuple[str, str, str], Evidence] = {}
+    for v in verdicts:
+        key = (v.workload, v.broker, v.variant)
+        if not is_change(v) or v.rule == "A/B" or key not in rows:
+            continue
+        if key not in found:
+            row = rows[key]
+            found[key] = from_history(v.broker, earlier_rows(row, history)[0], row)
+        v.suspects = found[key].suspects(head_of(v)).to_dict()
+
+
 # -- the verdicts' heads -----------------------------------------------------------------------------
 
 def head_of(verdict: Any) -> str:

@@ -18,7 +18,7 @@ HELPERS = ("brokerbench.util", "brokerbench.resources")
 ROOT = "brokerbench"
 #: the analysis modules, bottom up: each may import those before it
 ANALYSIS = ("brokerbench.metrics", "brokerbench.abtest", "brokerbench.changepoint", "brokerbench.trials",
-            "brokerbench.regression", "brokerbench.ab_verdicts", "brokerbench.outcome", "brokerbench.history",
+            "brokerbench.regression", "brokerbench.suspects", "brokerbench.ab_verdicts", "brokerbench.outcome", "brokerbench.history",
             "brokerbench.report")
 
 #: layer -> the brokerbench modules (and packages, with everything under them) it may import, besides itself
@@ -49,7 +49,11 @@ RULES = {
     "brokerbench.regression": ("brokerbench.metrics", "brokerbench.changepoint"),
     # an A/B run's statistics (a leaf), and its verdicts from the run's trial rows
     "brokerbench.abtest": (),
-    "brokerbench.ab_verdicts": ("brokerbench.abtest", "brokerbench.metrics", "brokerbench.regression", *HELPERS),
+    "brokerbench.ab_verdicts": ("brokerbench.abtest", "brokerbench.metrics", "brokerbench.regression",
+                                "brokerbench.suspects", *HELPERS),
+    # the candidates are the brokers' catalogs (include/metrics/<broker>.yaml, read by environments.brokermetrics)
+    "brokerbench.suspects": ("brokerbench.abtest", "brokerbench.metrics", "brokerbench.regression",
+                             "brokerbench.changepoint", "brokerbench.environments.brokermetrics", *HELPERS),
     "brokerbench.outcome": ("brokerbench.metrics",),
     # the command line's Airflow home and database
     "brokerbench.local_airflow": (),

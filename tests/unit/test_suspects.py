@@ -121,6 +121,7 @@ def history_rows(values: list[tuple[float, float | None]], notes: str = "") -> l
 def test_a_regression_against_history_names_the_metric_whose_series_moved_with_it():
     rows = history_rows([(10.0 + 0.05 * (i % 3), 3.0 + 0.02 * (i % 4)) for i in range(8)] + [(16.0, 9.5)])
     vs = verdicts_for_run([rows[-1]], rows)
+    suspects.attach_history(vs, [rows[-1]], rows)
     v = next(v for v in vs if v.metric == "publish_latency_p99_ms")
     assert v.verdict == Judgement.REGRESSED
     s = v.suspects
@@ -138,7 +139,9 @@ def test_a_flush_that_appears_against_a_history_without_flushes_is_named():
     rows = history_rows([(10.0 + 0.05 * (i % 3), None) for i in range(6)], notes=quiet) + \
         history_rows([(16.0, 3.1)])[:1]
     rows[-1].update(run_key="now", run_ts="2026-11-30T00:00:00")
-    v = next(v for v in verdicts_for_run([rows[-1]], rows) if v.metric == "publish_latency_p99_ms")
+    vs = verdicts_for_run([rows[-1]], rows)
+    suspects.attach_history(vs, [rows[-1]], rows)
+    v = next(v for v in vs if v.metric == "publish_latency_p99_ms")
     assert v.suspects["suspects"][0]["column"] == FLUSH
     assert v.suspects["suspects"][0]["direction"] == "appeared"
 

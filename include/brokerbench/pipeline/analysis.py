@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from brokerbench import history
+from brokerbench import history, suspects
 from brokerbench.history import history_run_key
 from brokerbench.metrics import JUDGED, Judgement
 from brokerbench.outcome import RunOutcome, outcome_of, write_outcome
@@ -197,6 +197,7 @@ def verdicts(ctx: RunContext) -> dict[str, Any]:
         raise RuntimeError(f"no rows of run {key} in the history at {run_history_root(ctx)}: the history step "
                            f"did not append this run")
     result = verdicts_for_run(current, rows, rule)
+    suspects.attach_history(result, current, rows)  # what moved with each change, over the same history
     plan = ctx.plan_or_none()
     if plan is not None and plan.compare_with is not None:
         # an A/B run: side B against side A, from the run's own trial rows (side B is not in the history)
