@@ -56,7 +56,12 @@ def test_an_ab_run_takes_the_default_trials_and_refuses_too_few_naming_the_field
 
 
 @pytest.mark.parametrize("side_b, field, says", [
-    ({"variants": ["fsync-on"]}, "compare_with.variants", "compare variants across runs"),
+    ({"variants": ["fsync-on"]}, "compare_with.variants", "it names 1, side A runs 2"),
+    ({"variants": "fsync-on,fsync-on"}, "compare_with.variants", "names fsync-on twice"),
+    ({"variants": ["no-such-variant"]}, "compare_with.variants", "variant 'no-such-variant' not found"),
+    ({"variants": ["rel/fsync-on.yaml"]}, "compare_with.variants", "is a relative path"),
+    ({"broker_implementations": {"kafka": "tansu"}}, "compare_with.broker_implementations",
+     "compare broker implementations"),
     ({"broker_versions": {"kafka": ""}}, "compare_with.broker_versions.kafka", "is no version"),
     ({"client_libraries": {"kafka": "no-such"}}, "compare_with.client_libraries.kafka", "not a kafka client"),
     ({"driver_files": ["relative.yaml"]}, "compare_with.driver_files", "not an absolute path"),

@@ -126,16 +126,19 @@ PARAMS: tuple[RunParam, ...] = (
                              for b, libs in CLIENT_LIBRARIES.items()},
               "additionalProperties": False}),
     RunParam("compare_with", "plan",
-             "A/B in one run: side B's broker versions, client libraries and/or driver files, e.g. "
-             "{\"broker_versions\": {\"kafka\": \"4.0.0\"}}; both sides measured alternately (ABBA), trials "
-             f"per side (at least {AB_MIN_TRIALS}, default {AB_DEFAULT_TRIALS}), judged per metric with a rank test's "
-             "interval (docs/analytics.md); "
-             "empty = no A/B",
+             "A/B in one run: side B's broker versions, variants (paired in order with the run's, e.g. "
+             "{\"variants\": [\"fsync-on\"]} against variants [\"fsync-off\"]; a name or an absolute path), "
+             "client libraries and/or driver files, e.g. {\"broker_versions\": {\"kafka\": \"4.0.0\"}}; both "
+             "sides measured alternately (ABBA), with broker versions or variants each deployed afresh at every "
+             f"change of side, trials per side (at least {AB_MIN_TRIALS}, default {AB_DEFAULT_TRIALS}), judged per "
+             "metric with a rank test's interval (docs/analytics.md); empty = no A/B",
              {"type": ["null", "object"],
               "properties": {"client_libraries": {"type": "object"},
                              "driver_files": {"type": "array", "items": {"type": "string", "minLength": 1},
                                               "minItems": 1},
-                             "broker_versions": {"type": "object"}},
+                             "broker_versions": {"type": "object"},
+                             "variants": {"type": "array", "items": {"type": "string", "minLength": 1},
+                                          "minItems": 1}},
               "additionalProperties": False}),
     RunParam("environment", "plan", "Where the brokers run (external: clusters that exist, docs/external.md)",
              {"type": "string", "enum": ["local", "aws", "external"]},

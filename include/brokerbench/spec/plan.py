@@ -18,12 +18,15 @@ N = 1 the plan is what it was without trials (no suffix, same result paths
 and history keys).
 
 A/B in one run: with ``compare_with`` (what side B changes: broker versions,
-client libraries, driver files) every workload's trials are measured for side
+variants, client libraries, driver files) every workload's trials are measured for side
 A (the run's own params) and side B alternately, in ABBA order (A1 B1, B2 A2,
 A3 B3, ...) so a drift of the host over the run weighs on both sides alike.
-Side B's workload ids are ``<id>.B.trial<k>`` (``util.side_b_id``); the sides
-share the topic names, and each side's first trial is warmed up (with another
-broker version: after every redeploy, pipeline.benchmark). brokerbench.abtest
+Side B's workload ids are ``<id>.B.trial<k>`` (``util.side_b_id``); each side's first
+trial is warmed up (where the sides' deploy params are given - broker versions,
+variants - after every redeploy, pipeline.benchmark). ``compare_with.variants`` pairs
+side B's variants in order with side A's: side B's items carry their own variant
+(results, keys and provenance under its name) and run in side A's deployment
+(``PlanItem.group_variant``), so one task group alternates both. brokerbench.abtest
 judges the sides (docs/analytics.md, "A/B in one run").
 """
 
@@ -39,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_fie
 
 from ..util import side_b_id, split_side, split_trial, trial_id
 from .clients import choose_client_library, client_library_problem, default_client_library, engine_kind_problem
-from .common import SUPPORTED_BROKERS, path_safe
+from .common import SUPPORTED_BROKERS, is_path, path_safe
 from .driver import DriverSpec, load_driver
 from .errors import FieldValueError, MissingFileError, SpecError, from_validation_error
 from .params import (
@@ -86,10 +89,11 @@ class CompareWith(BaseModel):
     """Side B of an A/B run (param ``compare_with``): the params it changes from the run's own (side A).
 
     On the clients' side, the client library and the driver file (producer / consumer settings): both sides
-    run on one deployed broker. ``broker_versions``: side B's trials run on another version of the broker,
-    deployed afresh (and warmed up) at every change of side; an environment that deploys nothing (external
-    clusters) refuses it. The same values as side A make an A/A run, the check that the method finds no
-    difference where there is none.
+    run on one deployed broker. ``broker_versions``: side B's trials run on another version of the broker;
+    ``variants``: on another variant (its driver overrides, broker settings and JVM options), paired in order
+    with side A's. With either, the broker is deployed afresh (and warmed up) at every change of side, equal
+    values or not; an environment that deploys nothing (external clusters) refuses both. The same values as
+    side A make an A/A run, the check that the method finds no difference where there is none.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -97,20 +101,33 @@ class CompareWith(BaseModel):
     client_libraries: dict[str, str] | None = None
     driver_files: list[str] | None = Field(default=None, min_length=1)
     broker_versions: dict[str, str] | None = None
+    #: side B's variants (names, or absolute paths of variant files), paired in order with side A's
+    variants: list[str] | None = Field(default=None, min_length=1)
 
-    _lists = field_validator("driver_files", mode="before")(_comma_list)
+    _lists = field_validator("driver_files", "variants", mode="before")(_comma_list)
     _libraries = field_validator("client_libraries")(_library_choice)
     _absolute = field_validator("driver_files")(_absolute_paths)
+
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or []:
+            if is_path(name) and not os.path.isabs(name):
+                raise ValueError(f"{name!r} is a relative path (the run's tasks do not start in the directory it "
+                                 "is relative to): give a variant's name or an absolute path")
+        if v is not None and len(set(v)) != len(v):
+            twice = sorted({n for n in v if v.count(n) > 1})
+            raise ValueError(f"names {', '.join(twice)} twice: each of side B's variants pairs with one of side "
+                             "A's, and two of one name would file their results in one place")
+        return v
 
     @model_validator(mode="before")
     @classmethod
     def _deploy_level(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            for key in ("variants", "broker_implementations"):
-                if key in v:
-                    raise FieldValueError(key, "side B of an A/B run may change client_libraries, driver_files and "
-                                          f"broker_versions; compare {key.replace('_', ' ')} across runs "
-                                          "(brokerbench compare)")
+        if isinstance(v, dict) and "broker_implementations" in v:
+            raise FieldValueError("broker_implementations", "side B of an A/B run may change client_libraries, "
+                                  "driver_files, broker_versions and variants; compare broker implementations "
+                                  "across runs (brokerbench compare)")
         return v
 
     @field_validator("broker_versions")
@@ -200,6 +217,17 @@ class PlanItem(BaseModel):
     trials: int = 1
     #: the side of an A/B run ("A": the run's own params, "B": compare_with); None in other runs
     side: Literal["A", "B"] | None = None
+    #: flags for the broker's JVM, from the variant's ``jvmOptions`` ([]: the environment's defaults)
+    jvm_options: list[str] = Field(default_factory=list)
+    #: the variant of the deployment (task group) the item runs in: its own, except for side B of an A/B run on
+    #: another variant (compare_with.variants), which alternates with side A in side A's
+    group_variant: str = ""
+
+    @model_validator(mode="after")
+    def _own_group(self) -> "PlanItem":
+        if not self.group_variant:
+            self.group_variant = self.variant
+        return self
 
     @property
     def client_library(self) -> str:
@@ -251,9 +279,27 @@ class Plan(BaseModel):
         return cls.model_validate_json(text)
 
     def redeploys_sides(self, broker: str) -> bool:
-        """Whether side B of this A/B run runs ``broker`` at another version: deployed afresh at every change of
-        side."""
-        return broker in ((self.compare_with or {}).get("broker_versions") or {})
+        """Whether this A/B run deploys ``broker`` afresh at every change of side: the sides' deploy params are
+        given (side B's ``broker_versions`` for ``broker``, or side B's ``variants``, the only way a side changes
+        broker settings or JVM options), equal to side A's or not - an A/A check takes the path of the A/B run
+        it vouches for."""
+        side_b = self.compare_with or {}
+        return broker in (side_b.get("broker_versions") or {}) or bool(side_b.get("variants"))
+
+    def side_variant(self, broker: str, group_variant: str, side: str | None) -> str:
+        """The variant ``side`` runs in the deployment of ``broker`` x ``group_variant`` (side A's): side B's own
+        with compare_with.variants, else ``group_variant``."""
+        for item in self.items:
+            if item.broker == broker and item.group_variant == group_variant and (side is None or item.side == side):
+                return item.variant
+        return group_variant
+
+    def side_a_variants(self) -> dict[tuple[str, str], str]:
+        """(broker, side B's variant) -> the side A variant it is compared with, for every side B variant that
+        differs from its side A's (compare_with.variants); {} in other runs. What pairs a side B trial row with side
+        A's rows, whose variants differ."""
+        return {(i.broker, i.variant): i.group_variant for i in self.items
+                if i.side == "B" and i.variant != i.group_variant}
 
     def side_environment_settings(self, side: str | None) -> dict[str, Any]:
         """The environment settings a side deploys with: the plan's, with side B's broker versions over them."""
@@ -267,11 +313,13 @@ class Plan(BaseModel):
         """(broker, variant) pairs in run order: one broker deployment each."""
         seen: dict[tuple[str, str], None] = {}
         for item in self.items:
-            seen.setdefault((item.broker, item.variant), None)
+            seen.setdefault((item.broker, item.group_variant), None)
         return list(seen)
 
     def items_for(self, broker: str, variant: str) -> list[PlanItem]:
-        return [i for i in self.items if i.broker == broker and i.variant == variant]
+        """The items of the deployment of ``broker`` x ``variant`` (side A's variant: side B's items of an A/B run
+        on another variant included)."""
+        return [i for i in self.items if i.broker == broker and i.group_variant == variant]
 
 
 def parse_params(params: dict[str, Any] | None) -> RunParams:
@@ -318,6 +366,17 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
             if broker not in brokers:
                 raise SpecError(f"broker {broker!r} is not benchmarked by this run (it runs: {', '.join(brokers)})",
                                 field=f"compare_with.broker_versions.{broker}")
+    # side B's variant of each of side A's, in order (side A's own without compare_with.variants)
+    variants_b = variants
+    if p.compare_with is not None and p.compare_with.variants is not None:
+        names_b = p.compare_with.variants
+        variants_b = [load_variant_ref(n, None, "compare_with.variants") for n in names_b]
+        if len(names_b) != len(variants):
+            raise SpecError(f"pairs side B's variants in order with side A's ({', '.join(v.name for v in variants)}"
+                            f"): it names {len(names_b)}, side A runs {len(variants)}", field="compare_with.variants")
+        if len({v.name for v in variants_b}) != len(variants_b):
+            raise SpecError(f"names two variants called {_twice([v.name for v in variants_b])} (a variant's name is "
+                            "its file's name): their results would be filed in one place", field="compare_with.variants")
 
     suite_overrides = normalize_workload_keys(suite.overrides, file=file, field_prefix="overrides")
     resolved = []
@@ -332,16 +391,18 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
     trials = _trials(p, suite)
     items = []
     for broker in drivers:
-        for variant in variants:
+        for variant, variant_b in zip(variants, variants_b):
+            of_side = {"A": variant, "B": variant_b}
             section = variant.for_broker(broker)
-            applied = {side: apply_variant(ds[broker], variant) for side, ds in sides.items()}
+            applied = {side: apply_variant(ds[broker], of_side[side]) for side, ds in sides.items()}
             for workload in resolved:
-                if applied["A"].exchange_type == "FANOUT" and workload.partitions_per_topic != 1:
-                    raise SpecError(f"driver {driver_of[broker]!r} has exchangeType FANOUT, which sends every "
-                                    f"message to every queue, so it needs partitionsPerTopic 1; workload "
-                                    f"{workload.id!r} has {workload.partitions_per_topic} (use DIRECT or TOPIC)",
-                                    file=file, field=f"brokers.{broker}")
                 for side, side_driver in applied.items():
+                    if side_driver.exchange_type == "FANOUT" and workload.partitions_per_topic != 1:
+                        raise SpecError(f"driver {driver_of[broker]!r} has exchangeType FANOUT (variant "
+                                        f"{of_side[side].name!r}), which sends every message to every queue, so it "
+                                        f"needs partitionsPerTopic 1; workload {workload.id!r} has "
+                                        f"{workload.partitions_per_topic} (use DIRECT or TOPIC)", file=file,
+                                        field=f"brokers.{broker}" if side == "A" else "compare_with.variants")
                     problem = engine_kind_problem(str(side_driver.client_library), workload.kind,
                                                   workload.consumer_backlog_size_gb)
                     if problem:
@@ -351,7 +412,15 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
                 item = PlanItem(
                     workload=workload, driver=applied["A"], broker=broker, variant=variant.name,  # type: ignore[arg-type]
                     variant_description=variant.description, durability_level=variant.durability_level,
-                    driver_overrides=section.driver_overrides, broker_settings=section.broker_settings)
+                    driver_overrides=section.driver_overrides, broker_settings=section.broker_settings,
+                    jvm_options=section.jvm_options, group_variant=variant.name)
+                # side B: its own variant's fields, in side A's deployment group
+                section_b = variant_b.for_broker(broker)
+                own = {"A": {}, "B": {"variant": variant_b.name, "variant_description": variant_b.description,
+                                      "durability_level": variant_b.durability_level,
+                                      "driver_overrides": section_b.driver_overrides,
+                                      "broker_settings": section_b.broker_settings,
+                                      "jvm_options": section_b.jvm_options}}
                 if trials == 1:
                     items.append(item)
                     continue
@@ -362,7 +431,7 @@ def build_plan(suite: Suite, params: dict[str, Any] | None = None) -> Plan:
                         items.append(item.model_copy(update={
                             "workload": workload.model_copy(update={"id": trial_id(wid, k)}),
                             "driver": applied[side], "trial": k, "trials": trials,
-                            "side": side if len(sides) > 1 else None}))
+                            "side": side if len(sides) > 1 else None, **own[side]}))
 
     return Plan(
         suite=suite.name,
@@ -401,6 +470,10 @@ def _drivers(suite: Suite, p: RunParams, brokers: list[str], file: Path | None) 
                             f"under one name; rename one", field="driver_files" if p.driver_files else "brokers")
         named[driver.name] = broker
     return drivers, driver_of
+
+
+def _twice(names: list[str]) -> str:
+    return ", ".join(sorted({repr(n) for n in names if names.count(n) > 1}))
 
 
 def _trials(p: RunParams, suite: Suite) -> int:
