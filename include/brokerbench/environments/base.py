@@ -94,6 +94,9 @@ class BrokerEndpoint:
     # What durability the running broker gives, in plain words:
     # {"variant": "fsync-on", "honoured": True/False, "note": "...", "settings": {...}}
     durability: dict[str, Any] = field(default_factory=dict)
+    #: the JVM flags the broker was started with (heap, collector, a variant's jvmOptions), where brokerbench
+    #: starts a JVM and knows them; [] elsewhere
+    jvm_options: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,11 +136,13 @@ class Environment(ABC, Generic[SettingsT]):
 
     @abstractmethod
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
-               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+               driver_overrides: dict[str, Any], *, jvm_options: list[str] | None = None) -> BrokerEndpoint:
         """Start ``broker`` configured for ``variant`` (restarting it if it runs
         with other settings). ``broker_settings`` are the variant's broker-side
         settings; ``driver_overrides`` the client-side ones, given so the
-        environment can say whether the implementation honours them."""
+        environment can say whether the implementation honours them; ``jvm_options`` the variant's flags for
+        the broker's JVM (heap, collector: over the environment's own, as the brokers' start scripts combine
+        theirs). A setting or flag the broker refuses at start fails the deploy, naming it."""
 
     def before_phase(self, phase: str, label: str) -> dict[str, Any] | None:  # noqa: ARG002 - the default ignores them
         """Called before each warm-up / measured phase (page-cache drop, metrics

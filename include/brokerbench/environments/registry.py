@@ -117,6 +117,14 @@ class Local(EnvironmentKind):
         except cpus.PinningError as e:
             source = "params" if params.get("cpu_pinning") else "environmentSettings"
             raise SpecError(f"{e.setting}: {e}", None, f"{source}.{e.setting}") from None
+        for item in plan.items:  # JVM options: for the Apache distributions' JVMs only
+            if item.jvm_options and not str(found[item.broker]["implementation"]).startswith("apache-"):
+                field = f"variants.{item.variant}.{item.broker}.jvmOptions"
+                raise SpecError(f"variant {item.variant!r} gives {item.broker}'s JVM the options "
+                                f"{' '.join(item.jvm_options)}, but {found[item.broker]['implementation']} runs no JVM "
+                                f"of brokerbench's (a stand-in): run the Apache distribution "
+                                f"(broker_implementations.{item.broker})", None,
+                                f"compare_with.{field}" if item.side == "B" else field)
         said = [f"{broker}: {b['implementation']} {b.get('version') or ''}"
                 + (f" ({len(b['distribution'].get('jars', []))} jars in {b['distribution'].get('lib')})"
                    if b.get("distribution") else "") for broker, b in found.items()]

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.command == "deploy":
             env = _env(a.state_dir, a.run_key, spec.get("settings"))
             result = env.deploy(spec["broker"], spec.get("broker_settings") or {}, spec["variant"],
-                                spec.get("driver_overrides") or {}).to_dict()
+                                spec.get("driver_overrides") or {}, jvm_options=spec.get("jvm_options") or []).to_dict()
         elif a.command == "health":
             result = _env(a.state_dir, a.run_key, spec.get("settings")).health(spec["broker"])
         elif a.command == "undeploy":

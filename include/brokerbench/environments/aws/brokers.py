@@ -41,6 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..base import BrokerEndpoint, EnvironmentFailure
+from ..machine.apache_pulsar import JVM_OPTIONS as PULSAR_JVM_OPTIONS
+from ..machine.jvm_options import merge
 from .templates import profile, render
 
 log = logging.getLogger("brokerbench")
@@ -100,14 +102,17 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
                    run_key: str = "run", data_dir: str = "/data", source: str = "controller",
                    artifact: dict[str, Any] | None = None, rabbitmq_source: str = "package",
                    heaps_mb: dict[str, int] | None = None,
-                   exporter: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
+                   exporter: dict[str, Any] | None = None,
+                   jvm_options: list[str] | None = None) -> list[tuple[str, str, str]]:
     """[(host name, script name, text)] for every host that takes part.
 
     ``hosts`` / ``metadata``: ``{"name", "address", "dir"}`` per host (``dir``: brokerbench's directory on it,
     where the install, configuration, logs and pid files go); each host's data goes to
     ``<data_dir>/<host name>/<broker>``. ``artifact`` (source controller): ``{"path", "sha256",
     "logging_api"}`` of the tar shipped to every host. ``exporter`` (Kafka): ``{"jar", "jar_sha256", "rules",
-    "port"}`` of the JMX exporter agent on the broker hosts (:mod:`.metrics_endpoints`)."""
+    "port"}`` of the JMX exporter agent on the broker hosts (:mod:`.metrics_endpoints`). ``jvm_options``: a
+    variant's flags for the broker's JVMs (Kafka's; Pulsar's broker and bookie), over the scripts' heap and collector
+    (:func:`~brokerbench.environments.machine.jvm_options.merge`); ZooKeeper keeps its own."""
     prof = profile(tuning, broker)
     settings = {**prof, **{str(k): str(v).lower() if isinstance(v, bool) else str(v)
                            for k, v in broker_settings.items() if k != "nodes"}}
@@ -136,7 +141,9 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
             out.append((h["name"], "kafka.sh", render(
                 "kafka.sh.j2", **common, **where(h, "kafka"), scala=scala, mode=mode, node_id=i + 1,
                 nodes=len(hosts), voters=voters, zookeeper=zk, cluster_id=cid, replication=rep["factor"],
-                min_isr=rep["min_insync"], settings=settings, heap_mb=heaps["kafka"],
+                min_isr=rep["min_insync"], settings=settings,
+                jvm_flags=_shell_words(merge([f"-Xms{heaps['kafka']}m", f"-Xmx{heaps['kafka']}m"], KAFKA_JVM,
+                                             jvm_options or [])),
                 exporter=exporter if i < len(hosts) else None)))
         if mode == "zookeeper":
             out += _zookeeper(metadata, "kafka", version, "Kafka", f"Apache Kafka {version}", common, where,
@@ -154,8 +161,11 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
                 out.append((h["name"], "pulsar.sh", render(
                     "pulsar.sh.j2", **common, **where(h, "pulsar"), role=role, zookeeper=zk,
                     zookeeper_path=zk.replace(",", ";"), bookie=bookie if group is hosts else {},
-                    broker=brk if group is hosts else {}, heap_mb=heaps["pulsar-broker"],
-                    bookie_heap_mb=heaps["bookie"], legacy_metadata_flags=_vtuple(version) < (2, 10),
+                    broker=brk if group is hosts else {},
+                    broker_jvm_flags=_shell_words(merge(_pulsar_heap(heaps["pulsar-broker"]), PULSAR_JVM,
+                                                        jvm_options or [])),
+                    bookie_jvm_flags=_shell_words(merge(_pulsar_heap(heaps["bookie"]), PULSAR_JVM, jvm_options or [])),
+                    legacy_metadata_flags=_vtuple(version) < (2, 10),
                     web_service_url=f"http://{first}:8080", broker_service_url=f"pulsar://{first}:6650")))
         out += _zookeeper(metadata, "pulsar", version, "Pulsar metadata store", f"Apache Pulsar {version}", common,
                           where, heaps["zookeeper"])
@@ -178,6 +188,22 @@ def render_scripts(broker: str, version: str, hosts: list[dict[str, Any]], metad
     else:
         raise EnvironmentFailure(f"unknown broker {broker!r}")
     return out
+
+
+#: the JVM flags of the scripts' Kafka next to its heap (kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS)
+KAFKA_JVM = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+             "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"]
+#: the scripts' Pulsar broker and bookie JVM flags next to their heap: the local environment's, Apache's bin/pulsar's
+PULSAR_JVM = PULSAR_JVM_OPTIONS
+
+
+def _pulsar_heap(mb: int) -> list[str]:
+    return [f"-Xms{mb}m", f"-Xmx{mb}m", f"-XX:MaxDirectMemorySize={mb}m"]
+
+
+def _shell_words(flags: list[str]) -> str:
+    """JVM flags as words of a shell command line, each quoted where the shell would split or expand it."""
+    return " ".join(shlex.quote(f) for f in flags)
 
 
 def kafka_cluster_id(run_key: str) -> str:
@@ -274,7 +300,7 @@ def _jmx_exporter(env, names: list[str]) -> dict[str, Any]:
 
 
 def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant: str,
-                     driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+                     driver_overrides: dict[str, Any], *, jvm_options: list[str] | None = None) -> BrokerEndpoint:
     """Install, configure and start ``broker`` as a cluster on the broker hosts (ZooKeeper on the metadata
     hosts where the version needs it), wait until every node serves and the cluster has formed."""
     t0 = time.monotonic()
@@ -297,7 +323,8 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
                              source=env.settings.artifact_source or "controller", artifact=artifact,
                              rabbitmq_source=env.settings.rabbitmq_source or "package",
                              heaps_mb=env.settings.heaps_mb,
-                             exporter=exporter if exporter and "error" not in exporter else None)
+                             exporter=exporter if exporter and "error" not in exporter else None,
+                             jvm_options=jvm_options)
     by_host = {h.name: h for h in env.hosts()}
     for name, script, text in scripts:
         by_host[name].put_text(text, _script(env, by_host[name], script), 0o755)
@@ -359,6 +386,11 @@ def deploy_installed(env, broker: str, broker_settings: dict[str, Any], variant:
         "note": f"{broker} {ep.version} as a {len(hosts)}-node cluster ({_replication_text(broker, rep)}); "
                 "broker-side settings written to its configuration and the nodes restarted; client-side settings "
                 "(acks, topic replication, queue type) applied by the driver"}
+    heaps = {**DEFAULT_HEAPS_MB, **(env.settings.heaps_mb or {})}
+    if broker == "kafka":  # the flags the scripts start the broker JVMs with (provenance)
+        ep.jvm_options = merge([f"-Xms{heaps['kafka']}m", f"-Xmx{heaps['kafka']}m"], KAFKA_JVM, jvm_options or [])
+    elif broker == "pulsar":
+        ep.jvm_options = merge(_pulsar_heap(heaps["pulsar-broker"]), PULSAR_JVM, jvm_options or [])
     return ep
 
 

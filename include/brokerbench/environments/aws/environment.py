@@ -443,17 +443,18 @@ class AwsEnvironment(Environment[AwsSettings]):
 
     # -- brokers ------------------------------------------------------------------------------
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
-               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+               driver_overrides: dict[str, Any], *, jvm_options: list[str] | None = None) -> BrokerEndpoint:
         if self.settings.deploy_mode == "local":
             host = self.hosts("broker")[0]
             spec = {"broker": broker, "broker_settings": broker_settings, "variant": variant,
-                    "driver_overrides": driver_overrides, "settings": self._local_settings()}
+                    "driver_overrides": driver_overrides, "jvm_options": list(jvm_options or []),
+                    "settings": self._local_settings()}
             d = self.agent(host, "deploy", spec, timeout=600, on_line=lambda l: log.info("[%s] %s", host.name, l))
             ep = BrokerEndpoint.from_dict(d)
             ep.durability = {**ep.durability, "deploy_mode": "local (the local environment's broker, started on "
                              f"{host.name} over SSH)"}
             return ep
-        ep = deploy_installed(self, broker, broker_settings, variant, driver_overrides)
+        ep = deploy_installed(self, broker, broker_settings, variant, driver_overrides, jvm_options=jvm_options)
         self._write_metrics_targets(ep)
         return ep
 

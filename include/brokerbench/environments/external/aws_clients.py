@@ -47,7 +47,7 @@ class AwsClientFleet(AwsEnvironment):
 
     @override
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
-               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+               driver_overrides: dict[str, Any], *, jvm_options: list[str] | None = None) -> BrokerEndpoint:
         raise EnvironmentFailure("the client fleet deploys no broker", broker)
 
     @override

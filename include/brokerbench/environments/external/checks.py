@@ -1,6 +1,7 @@
 """What the validate step refuses for a run on external clusters, before the lease and before any client
-connects to send: settings, connections, variants that need the broker restarted, and workloads above the
-safety limits (docs/external.md). Each refusal is a :class:`~brokerbench.spec.SpecError` naming the field."""
+connects to send: settings, connections, variants that need the broker restarted (broker settings, JVM options,
+an A/B run's side B on another variant), and workloads above the safety limits (docs/external.md). Each refusal
+is a :class:`~brokerbench.spec.SpecError` naming the field."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ def check_plan(plan, params: dict[str, Any] | None = None, *, resolve_connection
     ``resolve_connections`` False (the command line, before Airflow starts): the settings, variants and safety
     limits only; the connections are the validate task's (they may live in Airflow's secrets backend)."""
     params = params or {}
+    side_b = (getattr(plan, "compare_with", None) or {}).get("variants")
+    if side_b:
+        raise SpecError(f"the external environment deploys no broker (it never restarts or reconfigures a cluster it "
+                        f"did not deploy): side B cannot run another variant ({', '.join(side_b)}), whose broker "
+                        "settings and JVM options need a broker deployed afresh; compare runs of two variants "
+                        "instead (brokerbench compare)", None, "compare_with.variants")
     try:
         settings = external_settings(plan.environment_settings)
     except ExternalSettingsError as e:
@@ -64,6 +71,12 @@ def check_plan(plan, params: dict[str, Any] | None = None, *, resolve_connection
                 f"deploy ({clusters[item.broker]}). Run a variant without broker settings for {item.broker}, "
                 f"or configure the cluster and use a variant that leaves {key} to it", None,
                 f"variants.{item.variant}.{item.broker}.broker.{key}")
+        if item.jvm_options:
+            raise SpecError(
+                f"variant {item.variant!r} gives {item.broker}'s JVM the options {' '.join(item.jvm_options)}, which "
+                f"the external environment cannot apply: it never restarts a cluster it did not deploy "
+                f"({clusters[item.broker]}). Run a variant without jvmOptions for {item.broker}", None,
+                f"variants.{item.variant}.{item.broker}.jvmOptions")
     total_bytes, total_minutes = 0.0, 0.0
     for item in plan.items:
         w = item.workload

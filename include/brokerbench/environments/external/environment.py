@@ -196,13 +196,16 @@ class ExternalEnvironment(Environment[ExternalSettings]):
 
     # -- brokers ------------------------------------------------------------------------------------------------
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
-               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
-        """No deploy: the cluster's endpoint and what it says about itself. Broker-side settings are refused
-        (validation refuses them first, naming the variant)."""
+               driver_overrides: dict[str, Any], *, jvm_options: list[str] | None = None) -> BrokerEndpoint:
+        """No deploy: the cluster's endpoint and what it says about itself. Broker-side settings and JVM options
+        are refused (validation refuses them first, naming the variant)."""
         if broker_settings:
             raise EnvironmentFailure(f"variant {variant!r} needs broker-side settings "
                                      f"({', '.join(sorted(broker_settings))}) that the external environment "
                                      f"cannot apply", broker)
+        if jvm_options:
+            raise EnvironmentFailure(f"variant {variant!r} needs JVM options ({' '.join(jvm_options)}) that the "
+                                     f"external environment cannot apply: it never restarts a cluster", broker)
         c = self.cluster(broker)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         clusters = self._recorded_clusters()

@@ -48,7 +48,8 @@ class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
     A server.properties is generated in the state dir: ``log.dirs`` under
     ``<state>/kafka/data``, internal topics with replication 1; the variant's
     broker_settings are added as properties (e.g. ``log.flush.interval.messages``).
-    Setting ``kafka_heap_mb`` sizes the heap (default 1024); ``kafka_sasl_plain_users`` ({user: password}) adds
+    Setting ``kafka_heap_mb`` sizes the heap (default 1024; a variant's ``jvmOptions`` replace the heap and the
+    collector where they name them, :mod:`.jvm_options`); ``kafka_sasl_plain_users`` ({user: password}) adds
     a SASL_PLAINTEXT listener with those PLAIN logins (the external environment's tests use it as a cluster
     with credentials).
     """
@@ -107,7 +108,10 @@ class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
         except EnvironmentFailure as e:
             log.warning("kafka: no broker metrics: %s", e)
             exporter = {"error": str(e)}
-        argv = ([java(), f"-Xms{heap}m", f"-Xmx{heap}m", *JVM_PERFORMANCE, *agent, f"-Dkafka.logs.dir={logs}",
+        # the variant's jvmOptions over the heap and the collector, as KAFKA_HEAP_OPTS / KAFKA_JVM_PERFORMANCE_OPTS
+        # replace kafka-run-class.sh's defaults (jvm_options.merge)
+        flags = self.jvm_flags([f"-Xms{heap}m", f"-Xmx{heap}m"], JVM_PERFORMANCE)
+        argv = ([java(), *flags, *agent, f"-Dkafka.logs.dir={logs}",
                  *log4j_options(self.dist, self.dir / "conf", logs / "server.log"),
                  "-cp", self.dist.classpath(), "kafka.Kafka", str(conf)])
         entry = self.spawn(argv, "kafka")
@@ -115,7 +119,7 @@ class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
                                                             **({"metrics": mport} if agent else {}),
                                                             **({"sasl_plaintext": more[0]} if users else {})},
                 **({"sasl_address": f"{LOOPBACK}:{more[0]}", "sasl_users": sorted(users)} if users else {}),
-                "processes": [entry], "config": str(conf), "heap_mb": heap,
+                "processes": [entry], "config": str(conf), "heap_mb": heap, "jvm_flags": flags,
                 "distribution": self.dist.provenance(), "metrics_exporter": exporter}
 
     @override

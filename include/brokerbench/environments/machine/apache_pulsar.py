@@ -82,7 +82,8 @@ def hs256_token(subject: str, key: bytes) -> str:
 class ApachePulsarBroker(PulsarProbeMixin, DistributionBroker):
     """Apache Pulsar standalone: broker, RocksDB metadata and one bookie, on 127.0.0.1.
 
-    Setting ``pulsar_heap_mb`` sizes the heap and direct memory (default 1024 each); ``pulsar_token_auth``
+    Setting ``pulsar_heap_mb`` sizes the heap and direct memory (default 1024 each; a variant's ``jvmOptions``
+    replace the heap and the collector where they name them, :mod:`.jvm_options`); ``pulsar_token_auth``
     turns on token authentication (a secret key made per start; the token of the super-user ``admin`` is
     recorded as ``token`` in the broker record, and the probe uses it).
     """
@@ -109,7 +110,11 @@ class ApachePulsarBroker(PulsarProbeMixin, DistributionBroker):
             for k, v in {**standalone_conf(ports, broker_settings), **auth}.items()))
         data, logs = self.dir / "data", self.dir / "logs"
         heap = int(self.settings.pulsar_heap_mb or DEFAULT_HEAP_MB)
-        argv = [java(), f"-Xms{heap // 2}m", f"-Xmx{heap}m", f"-XX:MaxDirectMemorySize={heap}m", *JVM_OPTIONS,
+        # the variant's jvmOptions over the heap and the collector, as PULSAR_MEM / PULSAR_GC replace bin/pulsar's
+        # defaults (jvm_options.merge)
+        flags = self.jvm_flags([f"-Xms{heap // 2}m", f"-Xmx{heap}m", f"-XX:MaxDirectMemorySize={heap}m"],
+                               JVM_OPTIONS)
+        argv = [java(), *flags,
                 *log4j_options(self.dist, self.dir / "conf", logs / "pulsar-standalone.log"),
                 "-cp", self.dist.classpath(), "org.apache.pulsar.PulsarStandaloneStarter",
                 "--config", str(conf), "--no-functions-worker", "--no-stream-storage", "--wipe-data",
@@ -119,7 +124,7 @@ class ApachePulsarBroker(PulsarProbeMixin, DistributionBroker):
         entry = self.spawn(argv, "pulsar")
         return {"address": f"{LOOPBACK}:{port}", "service_url": f"pulsar://{LOOPBACK}:{port}",
                 "http_url": f"http://{LOOPBACK}:{web}", "ports": ports, "processes": [entry],
-                "config": str(conf), "heap_mb": heap, "distribution": self.dist.provenance(),
+                "config": str(conf), "heap_mb": heap, "jvm_flags": flags, "distribution": self.dist.provenance(),
                 **({"token": token} if token else {})}
 
     def _wait_ready(self, state: dict[str, Any]) -> None:

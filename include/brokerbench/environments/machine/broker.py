@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -108,12 +109,16 @@ class LocalBroker(ABC):
 
     broker: str = ""
     implementation: str = ""
+    #: whether the broker runs in a JVM that takes a variant's ``jvmOptions`` (the Apache distributions)
+    runs_jvm: bool = False
 
     def __init__(self, state_dir: str | os.PathLike[str], settings: LocalSettings | None = None):
         self.state_dir = Path(state_dir).resolve()
         self.settings = settings or LocalSettings()
         self.dir = self.state_dir / self.broker
         self.start_timeout_s = float(self.settings.start_timeout_s)
+        #: the variant's JVM flags for the start under way (start() sets them; _launch merges them, jvm_options.py)
+        self.jvm_options: list[str] = []
 
     # -- paths and state -------------------------------------------------------
     @property
@@ -215,17 +220,24 @@ class LocalBroker(ABC):
         return hashlib.sha1(json.dumps(broker_settings or {}, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     def start(self, broker_settings: dict[str, Any] | None, variant_name: str,
-              driver_overrides: dict[str, Any] | None) -> BrokerEndpoint:
+              driver_overrides: dict[str, Any] | None, jvm_options: list[str] | None = None) -> BrokerEndpoint:
         """Start the broker for ``variant_name`` and block until it serves.
 
         Reuses a broker already running from this state dir with the same
-        ``broker_settings``; restarts it when they differ. A broker recorded as
+        ``broker_settings`` and ``jvm_options``; restarts it when they differ. A broker recorded as
         running whose processes have died is reported as an error (once: the
-        record is marked ``died`` so a retry starts afresh).
+        record is marked ``died`` so a retry starts afresh). A broker that exits (or never serves) at start
+        fails naming the setting or JVM option its own log refuses, and quoting that line.
         """
         broker_settings = dict(broker_settings or {})
         driver_overrides = dict(driver_overrides or {})
-        key = self.settings_key({**broker_settings, "brokerbench.implementation": self.identity()})
+        jvm_options = list(jvm_options or [])
+        if jvm_options and not self.runs_jvm:
+            raise EnvironmentFailure(f"runs no JVM of brokerbench's: the variant's jvmOptions "
+                                     f"({' '.join(jvm_options)}) cannot apply", host=self.label())
+        self.jvm_options = jvm_options
+        key = self.settings_key({**broker_settings, "brokerbench.implementation": self.identity(),
+                                 **({"brokerbench.jvm_options": jvm_options} if jvm_options else {})})
         with locked(self.dir / "start.lock"):
             state = self.state()
             if state and state.get("status") == "running":
@@ -240,7 +252,8 @@ class LocalBroker(ABC):
             shutil.rmtree(self.dir / "data", ignore_errors=True)
             (self.dir / "data").mkdir(parents=True, exist_ok=True)
             state = {"broker": self.broker, "implementation": self.implementation, "status": "starting",
-                     "settings_key": key, "broker_settings": broker_settings, "started_at": time.time()}
+                     "settings_key": key, "broker_settings": broker_settings, "jvm_options": jvm_options,
+                     "started_at": time.time()}
             self._save(state)
             try:
                 state.update(self._launch(broker_settings))
@@ -255,7 +268,8 @@ class LocalBroker(ABC):
             state["processes"] = self._discover(state)
             state["status"] = "running"
             state["startup_s"] = round(time.monotonic() - t0, 2)
-            log.info("%s %s serving after %.1f s", self.label(state), state.get("version"), state["startup_s"])
+            log.info("%s %s serving after %.1f s (pid %s)", self.label(state), state.get("version"), state["startup_s"],
+                     ", ".join(str(e["pid"]) for e in state["processes"] if e.get("main")))
             return self._finish(state, variant_name, broker_settings, driver_overrides)
 
     def _finish(self, state, variant_name, broker_settings, driver_overrides) -> BrokerEndpoint:
@@ -281,15 +295,51 @@ class LocalBroker(ABC):
         while True:
             dead = [e for e in state.get("processes", []) if e.get("main") and not alive(e)]
             if dead:
-                raise self._error(state, f"exited during start-up (pid {dead[0]['pid']})")
+                raise self._error(state, self._refused(state) + f"exited during start-up (pid {dead[0]['pid']})")
             try:
                 self._probe(state)
                 return
             except Exception as e:  # noqa: BLE001 - any failure means "not yet"
                 last = f"{type(e).__name__}: {e}"
             if time.monotonic() > deadline:
-                raise self._error(state, f"did not come up within {self.start_timeout_s:.0f} s (last probe: {last})")
+                raise self._error(state, self._refused(state) + f"did not come up within {self.start_timeout_s:.0f} "
+                                         f"s (last probe: {last})")
             time.sleep(0.5)
+
+    def _start_log_lines(self, state: dict[str, Any]) -> list[str]:
+        """The lines this start wrote to the broker's logs (from each log's offset at the start)."""
+        lines: list[str] = []
+        for path, offset in self._log_files(state):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(0, os.SEEK_END)
+                    f.seek(max(offset, f.tell() - 4 * 1024 * 1024))
+                    lines += f.read().decode(errors="replace").splitlines()
+            except OSError:
+                continue
+        return lines
+
+    def _refused(self, state: dict[str, Any]) -> str:
+        """What the broker's own log says it refused at start, naming the setting (or JVM option) and quoting the
+        line: ``refused the setting num.io.threads='abc': "...ConfigException: Invalid value abc for configuration
+        num.io.threads: ..."; `` - or "" when no line of this start names one."""
+        lines = [line.strip() for line in self._start_log_lines(state)]
+        error = re.compile(r"(?i)exception|error|invalid|illegal|fatal|unknown|not a |failed|cannot|could not|refus")
+        for key, value in (state.get("broker_settings") or {}).items():
+            named = re.compile(rf"(?<![\w.-]){re.escape(str(key))}(?![\w-])")
+            for line in lines:
+                if named.search(line) and error.search(line) and "brokerbench: starting" not in line:
+                    return f"refused the setting {key}={value!r} at start: {json.dumps(line[-600:])}; "
+        given = state.get("jvm_options") or []
+        if given:
+            from .jvm_options import JVM_REFUSALS, named_in
+
+            for line in lines:
+                if JVM_REFUSALS.search(line) and "brokerbench: starting" not in line:
+                    flags = named_in(line, given) or given
+                    return (f"the JVM refused the variant's jvmOptions {' '.join(flags)} at start: "
+                            f"{json.dumps(line[-600:])}; ")
+        return ""
 
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
         """(path, offset) of the logs worth showing when something goes wrong."""
@@ -368,7 +418,10 @@ def kafka_flush_requested(broker_settings: dict[str, Any], driver_overrides: dic
 
 class DistributionBroker(LocalBroker):
     """A broker run from an Apache distribution's jars (:class:`.distributions.Distribution`, resolved by
-    ``make_broker``): its version and its identity are the distribution's."""
+    ``make_broker``): its version and its identity are the distribution's; its JVM takes a variant's
+    ``jvmOptions`` (:meth:`jvm_flags`)."""
+
+    runs_jvm = True
 
     def __init__(self, state_dir: str | os.PathLike[str], settings: LocalSettings | None = None,
                  distribution: Distribution | None = None):
@@ -382,6 +435,21 @@ class DistributionBroker(LocalBroker):
 
     def identity(self) -> str:
         return f"{self.implementation} {self.dist.version} {self.dist.lib}"
+
+    def jvm_flags(self, heap: list[str], performance: list[str]) -> list[str]:
+        """The broker JVM's flags: brokerbench's ``heap`` and ``performance`` defaults with the variant's
+        ``jvmOptions`` over them (:func:`.jvm_options.merge`)."""
+        from .jvm_options import merge
+
+        return merge(heap, performance, self.jvm_options)
+
+    def _finish(self, state, variant_name, broker_settings, driver_overrides) -> BrokerEndpoint:
+        ep = super()._finish(state, variant_name, broker_settings, driver_overrides)
+        if state.get("jvm_flags"):  # the provenance: the flags the JVM runs with (the variant's among them)
+            ep.jvm_options = list(state["jvm_flags"])
+            state["endpoint"] = ep.to_dict()
+            self._save(state)
+        return ep
 
 
 def kafka_cluster_info(bootstrap_servers: str, client_id: str, timeout_ms: int) -> dict[str, Any]:

@@ -72,9 +72,9 @@ class Machine:
         return make_broker(broker, self.state_dir, self.settings, for_start=for_start)
 
     def deploy(self, broker: str, broker_settings: dict[str, Any], variant: str,
-               driver_overrides: dict[str, Any]) -> BrokerEndpoint:
+               driver_overrides: dict[str, Any], *, jvm_options: list[str] | None = None) -> BrokerEndpoint:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        return self._broker(broker, for_start=True).start(broker_settings, variant, driver_overrides)
+        return self._broker(broker, for_start=True).start(broker_settings, variant, driver_overrides, jvm_options)
 
     def health(self, broker: str) -> dict[str, Any]:
         """Raise a clear error (naming the broker) unless ``broker`` runs and serves."""
