@@ -13,7 +13,9 @@ Shape of a DAG (task groups per stage)::
     -> run_outcome (teardown; fails the run unless every step succeeded)
 
 The groups are built from the suite's brokers x variants; params of a manual
-trigger may narrow them, and the groups not chosen skip themselves. A failed
+trigger may narrow them, and the groups not chosen skip themselves. Side B of an
+A/B run on another variant (``compare_with.variants``) needs no group of its own:
+its trials alternate with side A's in side A's group (``PlanItem.group_variant``). A failed
 measurement does not stop the next broker (``undeploy`` runs on all_done),
 and aggregation runs on whatever was measured; but every deploy also needs
 host_setup, so nothing is deployed or measured on hosts whose setup failed.

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from statistics import median, median_low
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from brokerbench import abtest
 from brokerbench.metrics import Judgement, Metric, number

@@ -219,8 +219,9 @@ def _broker_metrics(run_dir: str, client, parts: list[dict], rows: list[dict]
 
 
 def side_provenance(provenance: dict[tuple[str, str], dict], part: dict) -> dict | None:
-    """A summary row's provenance: its broker x variant's, or for side B of an A/B run on another broker version
-    (workload ``<id>.B.trial<k>``) side B's own (``provenance/<broker>__<variant>.B.json``) where there is one."""
+    """A summary row's provenance: its broker x variant's, or for side B of an A/B run that deploys its sides afresh
+    (another broker version or variant; workload ``<id>.B.trial<k>``) side B's own, filed under side B's variant
+    (``provenance/<broker>__<variant>.B.json``) where there is one."""
     if SIDE_B_TRIAL.match(str(part.get("workload") or "")) and (part["broker"], f"{part['variant']}.B") in provenance:
         return provenance[(part["broker"], f"{part['variant']}.B")]
     return provenance.get((part["broker"], part["variant"]))

@@ -260,12 +260,15 @@ class VersionedEnv:
     def start_broker_metrics(self, label):
         return None
 
-    def deploy(self, broker, broker_settings, variant, driver_overrides):
+    def deploy(self, broker, broker_settings, variant, driver_overrides, *, jvm_options=None):
         from brokerbench.environments.base import BrokerEndpoint
 
         self.log.append(("deploy", self.side or "A"))
         return BrokerEndpoint(broker, "apache-kafka", "3.9.1" if self.side == "B" else "4.1.1",
                               bootstrap_servers="127.0.0.1:9092")
+
+    def undeploy(self, broker):
+        self.log.append(("undeploy", broker))
 
     def record_created(self, broker, names):
         pass
@@ -301,14 +304,16 @@ def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_cha
     benchmark.run_phase(ctx, "kafka", "fsync-off", "warmup")
     benchmark.run_phase(ctx, "kafka", "fsync-off", "measure")
     a, b = f"{SMOKE_ID}.trial", f"{SMOKE_ID}.B.trial"
-    assert log == [("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}1"), ("measure", f"{a}1"),
-                   ("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}1"), ("measure", f"{b}1"),
+    # every deploy is a fresh broker: the one running is stopped first, whatever its settings
+    stop = ("undeploy", "kafka")
+    assert log == [stop, ("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}1"), ("measure", f"{a}1"),
+                   stop, ("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}1"), ("measure", f"{b}1"),
                    ("measure", f"{b}2"),
-                   ("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}2"), ("measure", f"{a}2"),
+                   stop, ("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}2"), ("measure", f"{a}2"),
                    ("measure", f"{a}3"),
-                   ("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}3"), ("measure", f"{b}3"),
+                   stop, ("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}3"), ("measure", f"{b}3"),
                    ("measure", f"{b}4"),
-                   ("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}4"), ("measure", f"{a}4")]
+                   stop, ("deploy", "A"), ("prepare", f"{a}1"), ("warmup", f"{a}4"), ("measure", f"{a}4")]
     # each side's broker is recorded where the aggregation gives each side's rows their version
     assert json.loads((ctx.run_dir / "provenance" / "kafka__fsync-off.B.json").read_text())["version"] == "3.9.1"
     assert json.loads((ctx.run_dir / "provenance" / "kafka__fsync-off.json").read_text())["version"] == "4.1.1"
@@ -320,7 +325,7 @@ def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_cha
     for f in (ctx.run_dir / "raw" / f"{b}3").glob("*/*/measure/*.jsonl"):
         f.unlink()
     benchmark.run_phase(ctx, "kafka", "fsync-off", "measure")
-    assert log == [("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}3"), ("measure", f"{b}3")]
+    assert log == [stop, ("deploy", "B"), ("prepare", f"{b}1"), ("warmup", f"{b}3"), ("measure", f"{b}3")]
     log.clear()
     warm = plan.items[0].workload.warmup_duration_minutes * 60 + benchmark.WORKER_GRACE_S
     measured = plan.items[0].workload.test_duration_minutes * 60 + benchmark.LEAD_IN_MAX_S + benchmark.WORKER_GRACE_S

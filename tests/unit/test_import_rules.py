@@ -18,8 +18,8 @@ HELPERS = ("brokerbench.util", "brokerbench.resources")
 ROOT = "brokerbench"
 #: the analysis modules, bottom up: each may import those before it
 ANALYSIS = ("brokerbench.metrics", "brokerbench.abtest", "brokerbench.changepoint", "brokerbench.trials",
-            "brokerbench.regression", "brokerbench.suspects", "brokerbench.ab_verdicts", "brokerbench.outcome", "brokerbench.history",
-            "brokerbench.report")
+            "brokerbench.regression", "brokerbench.suspects", "brokerbench.ab_verdicts", "brokerbench.outcome",
+            "brokerbench.history", "brokerbench.report")
 
 #: layer -> the brokerbench modules (and packages, with everything under them) it may import, besides itself
 RULES = {

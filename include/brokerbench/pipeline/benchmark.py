@@ -1,5 +1,9 @@
 """The benchmark task group, per broker x variant: deploy the broker, prepare the topics, run the warm-up and
-measured phases on the environment's workers, undeploy."""
+measured phases on the environment's workers, undeploy.
+
+A group's items are the plan's ``items_for(broker, variant)``: grouped by ``PlanItem.group_variant``, so side B
+of an A/B run on another variant (compare_with.variants) runs in side A's group, alternating with it, while its
+results, topics, provenance and phase labels go by its own variant (``item.variant``)."""
 
 from __future__ import annotations
 
@@ -32,13 +36,15 @@ def _items(ctx: RunContext, broker: str, variant: str) -> list[PlanItem]:
 
 
 def _provenance_path(broker: str, variant: str, side: str | None = None) -> str:
-    """The deployed broker's record: ``provenance/<broker>__<variant>.json``; side B of an A/B run on another
-    broker version: ``<broker>__<variant>.B.json`` (the aggregation gives side B's rows its version)."""
+    """The deployed broker's record: ``provenance/<broker>__<variant>.json``; side B of an A/B run that deploys its
+    sides afresh (another broker version, another variant): ``<broker>__<side B's variant>.B.json``, where the
+    aggregation finds side B's rows their own provenance (by their variant and side)."""
     return f"provenance/{broker}__{variant}{'.B' if side == 'B' else ''}.json"
 
 
 def _deployed_path(broker: str, variant: str) -> str:
-    """Which side of an A/B run on two broker versions is deployed now ("A" or "B")."""
+    """Which side of an A/B run that redeploys its sides is deployed now in the deployment of ``broker`` x
+    ``variant`` (side A's variant): "A" or "B"."""
     return f"state/{broker}__{variant}.side"
 
 
@@ -47,33 +53,44 @@ def _redeploys(ctx: RunContext, broker: str) -> bool:
 
 
 def deploy(ctx: RunContext, broker: str, variant: str) -> dict[str, Any]:
+    """The deployment of ``broker`` x ``variant``: in an A/B run that redeploys its sides, the first trial's side,
+    afresh (a broker left running with equal settings is stopped first, as at every later change of side)."""
     environment_lease.hold_environment(ctx)
     first = _items(ctx, broker, variant)[0]
-    return deploy_side(ctx, broker, variant, first.side if _redeploys(ctx, broker) else None).to_dict()
+    if not _redeploys(ctx, broker):
+        return deploy_side(ctx, broker, variant, None).to_dict()
+    ctx.environment(first.side).undeploy(broker)
+    return deploy_side(ctx, broker, variant, first.side).to_dict()
 
 
 def deploy_side(ctx: RunContext, broker: str, variant: str, side: str | None) -> BrokerEndpoint:
-    """Deploy ``broker`` for ``variant`` as ``side`` of an A/B run on two broker versions wants it (None: the
-    run's one deployment) and record it (provenance, and which side is deployed)."""
+    """Deploy ``broker`` for the deployment of ``variant`` (side A's) as ``side`` of an A/B run that redeploys its
+    sides wants it - its broker version, its variant's broker settings and JVM options - (None: the run's one
+    deployment) and record it (provenance, and which side is deployed)."""
     items = [i for i in _items(ctx, broker, variant) if side is None or i.side == side]
     first = items[0]
-    endpoint = ctx.environment(side).deploy(broker, first.broker_settings, variant, first.driver_overrides)
+    endpoint = ctx.environment(side).deploy(broker, first.broker_settings, first.variant, first.driver_overrides,
+                                            jvm_options=list(first.jvm_options))
     record = {**endpoint.to_dict(), "variant_description": first.variant_description,
+              "variant_jvm_options": list(first.jvm_options),
               "drivers": {i.driver.name: i.driver.to_omb_dict() for i in items}}
     if side is not None:
         record["side"] = side
-    ctx.write_json(_provenance_path(broker, variant, side), record)
+    if first.variant != variant:
+        record["deployment_of"] = variant  # side B's variant, alternating with side A's in side A's task group
+    ctx.write_json(_provenance_path(broker, first.variant, side), record)
     if side is not None:
         write_atomic(ctx.run_dir / _deployed_path(broker, variant), side)
     d = endpoint.durability or {}
-    log.info("%s deployed%s: %s %s; durability %s: %s", broker, f" (side {side})" if side else "",
-             endpoint.implementation, endpoint.version, variant,
+    log.info("%s deployed%s: %s %s; %sdurability %s: %s", broker, f" (side {side})" if side else "",
+             endpoint.implementation, endpoint.version,
+             f"JVM options {' '.join(first.jvm_options)}; " if first.jvm_options else "", first.variant,
              "honoured" if d.get("honoured") else f"NOT honoured: {d.get('note')}")
     return endpoint
 
 
 def deployed_side(ctx: RunContext, broker: str, variant: str) -> str | None:
-    """The side deployed now in an A/B run on two broker versions (None in other runs or before the deploy)."""
+    """The side deployed now in an A/B run that redeploys its sides (None in other runs or before the deploy)."""
     try:
         return (ctx.run_dir / _deployed_path(broker, variant)).read_text().strip() or None
     except OSError:
@@ -82,8 +99,9 @@ def deployed_side(ctx: RunContext, broker: str, variant: str) -> str | None:
 
 def _endpoint(ctx: RunContext, broker: str, variant: str) -> BrokerEndpoint:
     """Where the deployed broker listens, from the deploy task's provenance record (of the side deployed now)."""
-    return BrokerEndpoint.from_dict(ctx.read_json(_provenance_path(broker, variant, deployed_side(ctx, broker,
-                                                                                                  variant))))
+    side = deployed_side(ctx, broker, variant)
+    own = ctx.plan().side_variant(broker, variant, side)
+    return BrokerEndpoint.from_dict(ctx.read_json(_provenance_path(broker, own, side)))
 
 
 def _names(ctx: RunContext, item) -> tuple[list[str], list[str]]:
@@ -167,19 +185,21 @@ def jvm_libraries() -> set[str]:
     return {lib for lib, _ in jvm.JVM_LIBRARIES.values()}
 
 
-def record_client_engine(ctx: RunContext, broker: str, variant: str, libraries: set[str]) -> dict[str, Any] | None:
+def record_client_engine(ctx: RunContext, broker: str, variant: str, libraries: set[str],
+                         side: str | None = None) -> dict[str, Any] | None:
     """When one of ``libraries`` runs in the JVM engine (docs/worker.md): its build (source hash, the engine jar's
-    and every client jar's SHA-256) into ``provenance/<broker>__<variant>.json`` as ``client_engine``; None when
-    none does or it is not built."""
+    and every client jar's SHA-256) into ``provenance/<broker>__<variant>.json`` (side B of an A/B run that
+    redeploys its sides: ``<broker>__<variant>.B.json``) as ``client_engine``; None when none does or it is not
+    built."""
     if not jvm_libraries() & libraries:
         return None
     manifest = jvm.manifest()
     if manifest is None:
         return None
     engine = {k: manifest.get(k) for k in ("engine", "source_hash", "built", "jar", "libraries", "lib")}
-    record = ctx.read_json(_provenance_path(broker, variant))
+    record = ctx.read_json(_provenance_path(broker, variant, side))
     record["client_engine"] = engine
-    ctx.write_json(_provenance_path(broker, variant), record)
+    ctx.write_json(_provenance_path(broker, variant, side), record)
     return engine
 
 
@@ -190,7 +210,7 @@ def prepare_topics(ctx: RunContext, broker: str, variant: str) -> list[str]:
 
 def _prepare(ctx: RunContext, broker: str, variant: str, endpoint: BrokerEndpoint, side: str | None) -> list[str]:
     """Create every workload's topics and subscriptions on the deployed broker (``side``: only that side's items,
-    in an A/B run whose sides deploy two broker versions)."""
+    in an A/B run that redeploys its sides)."""
     env = ctx.environment(side)
     created = []
     libraries = set()
@@ -205,7 +225,7 @@ def _prepare(ctx: RunContext, broker: str, variant: str, endpoint: BrokerEndpoin
         libraries.add(item.client_library)
         log.info("%s: created %s with %d partitions and subscriptions %s", broker, ", ".join(job.topics),
                  item.workload.partitions_per_topic, ", ".join(job.subscriptions))
-    record_client_engine(ctx, broker, variant, libraries)
+    record_client_engine(ctx, broker, ctx.plan().side_variant(broker, variant, side), libraries, side)
     return created
 
 
@@ -293,8 +313,9 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
 
     With trials (plan ``trials`` > 1) the measured phase runs each workload's
     trials back to back, each into its own result files; only the first trial
-    has a warm-up. In an A/B run whose side B runs another broker version, the
-    measured phase deploys the other side's version afresh wherever the side
+    has a warm-up. In an A/B run that redeploys its sides (side B on another
+    broker version or variant, :meth:`Plan.redeploys_sides`), the measured phase
+    stops the broker and deploys the other side's afresh wherever the side
     changes (ABBA: once per pair of trials), prepares the topics again and warms
     the new broker up before the trial; the warm-up task warms up the side
     deployed first only. A retried task skips workloads whose result is already
@@ -333,12 +354,34 @@ def run_phase(ctx: RunContext, broker: str, variant: str, phase: str) -> list[di
 
 
 def _switch_side(ctx: RunContext, broker: str, variant: str, item) -> BrokerEndpoint:
-    """Deploy the broker version of ``item``'s side (a fresh broker: the other side's is stopped), create the
-    topics again; the caller warms it up."""
-    log.info("%s: side %s runs %s at another version: deploying it afresh", item.key, item.side, broker)
+    """Stop the broker and deploy ``item``'s side afresh (a new process: never one reused because its settings
+    equal the other side's), create the topics again; the caller warms it up."""
+    log.info("%s: side %s: deploying %s afresh (%s)", item.key, item.side, broker, side_difference(ctx, item))
+    ctx.environment(item.side).undeploy(broker)
     endpoint = deploy_side(ctx, broker, variant, item.side)
     _prepare(ctx, broker, variant, endpoint, item.side)
     return endpoint
+
+
+def side_difference(ctx: RunContext, item) -> str:
+    """What ``item``'s side deploys other than the other side, in words: its variant, version, broker settings or
+    JVM options; "same version and settings as side A: an A/A redeploy" when nothing differs."""
+    plan = ctx.plan()
+    other_side = "A" if item.side == "B" else "B"
+    other = next((i for i in plan.items_for(item.broker, item.group_variant) if i.side == other_side), item)
+    versions = {s: (plan.side_environment_settings(s).get("broker_versions") or {}).get(item.broker)
+                or (ctx.environment_kind().default_broker_versions() or {}).get(item.broker) for s in ("A", "B")}
+    said = []
+    if item.variant != other.variant:
+        said.append(f"variant {item.variant}")
+    if versions[item.side] != versions[other_side]:
+        said.append(f"version {versions[item.side]}")
+    if item.broker_settings != other.broker_settings and item.variant == other.variant:
+        said.append("broker settings " + (", ".join(f"{k}={v}" for k, v in sorted(item.broker_settings.items()))
+                                          or "the defaults"))
+    if item.jvm_options != other.jvm_options and item.variant == other.variant:
+        said.append(f"JVM options {' '.join(item.jvm_options) or 'the defaults'}")
+    return ", ".join(said) or f"same version and settings as side {other_side}: an A/A redeploy"
 
 
 def _complete(ctx: RunContext, item) -> bool:
@@ -404,7 +447,7 @@ WORKER_GRACE_S = 180.0
 
 def phase_timeout_s(ctx: RunContext, broker: str, variant: str, phase: str) -> float:
     """A phase task's execution_timeout: each workload's phase plus the workers' bound, plus 5 minutes; in an A/B
-    run on two broker versions, the measured phase also each change of side's deploy and warm-up."""
+    run that redeploys its sides, the measured phase also each change of side's deploy and warm-up."""
     total, side = 0.0, "A"
     redeploys = _redeploys(ctx, broker)
     for item in _items(ctx, broker, variant):
@@ -421,7 +464,7 @@ def phase_timeout_s(ctx: RunContext, broker: str, variant: str, phase: str) -> f
     return total + 300.0
 
 
-#: a broker deploy's bound in a phase task's execution_timeout (an A/B run's change of broker version), s
+#: a broker deploy's bound in a phase task's execution_timeout (an A/B run's change of side), s
 DEPLOY_BOUND_S = 600.0
 
 

@@ -59,12 +59,18 @@ def validate(ctx: RunContext) -> dict[str, Any]:
 
 def check_side_b(plan: Plan, params: dict[str, Any]) -> PlanCheck | None:
     """Side B's broker versions of an A/B run, checked by the environment as side A's are (a refusal names
-    ``compare_with.broker_versions...``); refused where the environment deploys nothing. None: no side B
-    versions."""
+    ``compare_with.broker_versions...``); refused where the environment deploys nothing, as side B's variants
+    are (``compare_with.variants``: broker settings and JVM options need a broker deployed afresh). None: no side
+    B versions."""
+    kind = environment_kind(plan.environment)
+    variants = (plan.compare_with or {}).get("variants")
+    if variants and kind.default_broker_versions() is None:
+        raise SpecError(f"the {plan.environment} environment deploys no broker (it never restarts a cluster): side B "
+                        f"cannot run another variant ({', '.join(variants)}); compare runs of two variants instead "
+                        "(brokerbench compare)", field="compare_with.variants")
     versions = (plan.compare_with or {}).get("broker_versions")
     if not versions:
         return None
-    kind = environment_kind(plan.environment)
     if kind.default_broker_versions() is None:
         raise SpecError(f"the {plan.environment} environment deploys no broker (its clusters run their own "
                         "versions): side B cannot run another version; compare runs of two clusters instead "
