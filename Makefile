@@ -23,7 +23,7 @@ export BROKERBENCH_RESULTS_ROOT          ?= $(CURDIR)/results
 export SPARK_LOCAL_IP                    := 127.0.0.1
 export PATH                              := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup bench compare test test-fast test-unit test-deployment lint bench-harness clean
+.PHONY: setup bench fsync-cost compare test test-fast test-unit test-deployment lint bench-harness clean
 
 setup:
 	@include/infra/local/bootstrap.sh $(VENV)
@@ -35,6 +35,12 @@ setup:
 bench: setup
 	@$(VENV)/bin/python -m brokerbench.cli bench --suite $(SUITE) $(if $(CONF),--conf '$(CONF)') \
 	  $(if $(FAIL_ON),--fail-on $(FAIL_ON))
+
+## What fsync costs on each broker: one A/B run of the nightly suite, fsync-off (A) against fsync-on (B), an
+## interval per percentile and what moved on the brokers (docs/analytics.md, "What fsync costs").
+fsync-cost: setup
+	@$(VENV)/bin/python -m brokerbench.cli bench --suite nightly-latency --variants fsync-off \
+	  --conf '{"compare_with": {"variants": ["fsync-on"]}}'
 
 ## The comparison report (versions of each broker, brokers side by side) from the results root's history.
 compare: setup
