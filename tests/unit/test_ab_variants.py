@@ -361,3 +361,13 @@ def test_jvm_options_the_jvm_refuses_fail_the_deploy_naming_them(tmp_path):
     with pytest.raises(EnvironmentFailure) as e:
         stand_in.start({}, "small-heap", {}, ["-Xmx64m"])
     assert "runs no JVM of brokerbench's: the variant's jvmOptions (-Xmx64m) cannot apply" in str(e.value)
+
+
+def test_an_aws_runs_lifetime_counts_a_deploy_at_every_change_of_side():
+    from brokerbench.environments.aws.fleet import deploy_count, expected_minutes
+
+    # 3 brokers x (A, B, A, B, A over 4 trials in ABBA order) against one deploy each without compare_with.variants
+    ab, plain = plan_of(), build_plan(load_suite("smoke"), {"variants": ["fsync-off"], "trials": 4})
+    assert (deploy_count(ab), deploy_count(plain)) == (15, 3)
+    assert deploy_count(plan_of(compare_with={"broker_versions": {"kafka": "3.9.1"}})) == 5 + 1 + 1
+    assert expected_minutes(ab) - expected_minutes(plain) > 6.0 * 12

@@ -74,12 +74,23 @@ def run_hash(run_key: str) -> str:
     return hashlib.sha1(run_key.encode()).hexdigest()[:12]
 
 
+def deploy_count(plan: Any) -> int:
+    """The broker deployments a run makes: one per (broker, variant) of the plan, and in an A/B run that redeploys
+    its sides one more at every change of side (ABBA: about one per pair of trials)."""
+    count = 0
+    for broker, variant in plan.deployments():
+        items = plan.items_for(broker, variant)
+        count += 1 + (sum(1 for a, b in zip(items, items[1:]) if a.side != b.side)
+                      if plan.redeploys_sides(broker) else 0)
+    return count
+
+
 def expected_minutes(plan: Any | None) -> float:
-    """Expected wall time of a run: 20 min setup, 6 min per broker deployment,
-    warm-up + measured phase + 1 min per workload, 10 min analysis and teardown."""
+    """Expected wall time of a run: 20 min setup, 6 min per broker deployment (an A/B run's changes of side
+    included), warm-up + measured phase + 1 min per workload, 10 min analysis and teardown."""
     if plan is None:
         return 60.0
-    total = 20.0 + 10.0 + 6.0 * len(plan.deployments())
+    total = 20.0 + 10.0 + 6.0 * deploy_count(plan)
     for item in plan.items:
         w = item.workload
         total += float(w.warmup_duration_minutes or 0) + float(w.test_duration_minutes or 0) + 1.0
