@@ -22,8 +22,8 @@ are ranked by the size of the change (``|log(B / A)|``; appeared and vanished fi
 A candidate measured on both sides that did not change so is **cleared**; one measured on too few trials or
 runs is not compared. Each verdict gets one sentence (:attr:`Suspects.sentence`), e.g. ``publish_latency_p99_ms
 +38 % [+21, +55]: suspects: Log flush: p99 +610 % [+420, +790], host disk utilisation +45 % [+20, +71];
-cleared: GC time, Request handlers idle``; a change that moved nothing on the brokers or hosts says
-"nothing on the brokers or hosts moved: look at the clients or the network".
+cleared: GC time, Request handlers idle``; a change that moved none of the brokers' own metrics says
+"nothing on the brokers moved: look at the clients or the network" (and what moved on the hosts, if anything).
 
 Many candidates are tested per verdict (about 20), so some would pass by chance alone. The control
 (docs/analytics.md, "Suspects"): suspects are looked for only where the judged metric's own verdict is
@@ -49,6 +49,8 @@ CLEARED_NAMED = 4
 #: ... and at most this many suspects
 SUSPECTS_NAMED = 4
 
+#: the host figures' columns start with it; every other candidate is a broker's own
+HOST_PREFIX = "host_"
 #: the host sampler's figures (spark_jobs/brokerbench_spark/broker_metrics.py HOST_METRICS): id -> (title, unit)
 HOST_CANDIDATES = {
     "host_cpu_percent": ("host CPU", "%"),
@@ -61,7 +63,7 @@ HOST_CANDIDATES = {
 FLOORS = {"ms": 0.05, "ms/s": 1.0, "percent": 1.0, "per_s": 1.0, "mb/s": 0.1, "mb": 1.0, "messages": 1.0,
           "requests": 1.0, "entries": 1.0, "partitions": 1.0, "processes": 1.0}
 
-NOTHING_MOVED = "nothing on the brokers or hosts moved: look at the clients or the network"
+NOTHING_MOVED = "nothing on the brokers moved: look at the clients or the network"
 
 Status = Literal["suspect", "cleared", "not compared"]
 
@@ -156,8 +158,10 @@ class Suspects:
                     if self.how.startswith("history") else
                     f"{self.head}: no broker or host metric was measured on both sides to compare")
         cleared = _names([c.title for c in self.cleared], CLEARED_NAMED)
-        if not self.suspects:
-            return f"{self.head}: {NOTHING_MOVED}" + (f"; cleared: {cleared}" if cleared else "")
+        if not [s for s in self.suspects if not s.column.startswith(HOST_PREFIX)]:
+            hosts = ", ".join(f"{s.title} {s.change_text()}" for s in self.suspects)
+            return (f"{self.head}: {NOTHING_MOVED}" + (f"; on the hosts: {hosts}" if hosts else "")
+                    + (f"; cleared: {cleared}" if cleared else ""))
         named = [f"{s.title} {s.change_text()}" for s in self.suspects[:SUSPECTS_NAMED]]
         more = len(self.suspects) - len(named)
         text = f"{self.head}: suspects: " + ", ".join(named) + (f" and {more} more" if more > 0 else "")

@@ -73,6 +73,15 @@ def test_a_change_that_moved_nothing_on_the_brokers_says_so():
     assert suspects.NOTHING_MOVED in s["sentence"] and "cleared: Kafka Produce: local" in s["sentence"]
 
 
+def test_a_host_figure_alone_is_named_after_nothing_on_the_brokers_moved():
+    # a proxy on the clients' path: the latency and the host's CPU up, every broker metric where it was
+    a = {"publish_latency_p99_ms": jitter(10, seed=1), LOCAL: jitter(0.2, seed=2), "host_cpu_percent": jitter(30)}
+    b = {"publish_latency_p99_ms": jitter(15, seed=4), LOCAL: jitter(0.2, seed=5), "host_cpu_percent": jitter(45)}
+    s = p99_verdict(trial_rows(a, b)).suspects
+    assert [f["column"] for f in s["suspects"]] == ["host_cpu_percent"]
+    assert f"{suspects.NOTHING_MOVED}; on the hosts: host CPU +" in s["sentence"]
+
+
 def test_no_metric_on_both_sides_is_no_verdict_of_nothing_moved():
     s = p99_verdict(trial_rows({"publish_latency_p99_ms": jitter(10)},
                                {"publish_latency_p99_ms": jitter(13, seed=2)})).suspects

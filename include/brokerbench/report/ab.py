@@ -69,9 +69,10 @@ def percentile_table(verdicts: Sequence[Mapping[str, Any]], plan: Mapping[str, A
                  for m, _ in columns]
         changed = [by_metric[m] for m, _ in columns if m in by_metric and (by_metric[m].get("suspects") or {})]
         lead = (changed[0].get("suspects") or {}) if changed else {}
-        named = [f"{s['title']} {s['change']}" for s in lead.get("suspects", [])[:3]]
+        brokers = [s for s in lead.get("suspects", []) if not s["column"].startswith("host_")]
+        named = [f"{s['title']} {s['change']}" for s in brokers[:3]]
         said = ("suspects: " + ", ".join(named)) if named else \
-            ("nothing on the brokers or hosts moved" if lead.get("cleared") else "")
+            ("nothing on the brokers moved" if lead.get("cleared") else "")
         out.append({"workload": workload, "broker": broker,
                     "sides": f"{variant} \u2192 {b_of[variant]}" if variant in b_of else variant,
                     "cells": cells, "suspects": said})
