@@ -212,7 +212,7 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
             assert deployed[side]["version"].startswith(version), deployed[side]
             assert deployed[side]["nodes"] == 1, deployed[side]
         assert deployed["B"]["side"] == "B"
-        switches = [line for line in text.splitlines() if f"runs {broker} at another version: deploying" in line]
+        switches = [line for line in text.splitlines() if f": deploying {broker} afresh (version " in line]
         assert len(switches) == 4, switches  # A | B B | A A | B B | A: the deploy task's, then one per change of side
         # every trial of both sides measured on its side's release, each phase's messages all acknowledged
         mine = [r for r in rows if r["broker"] == broker]

@@ -519,16 +519,18 @@ class AwsEnvironment(Environment[AwsSettings]):
                 else:
                     rec["page_cache"].append({"host": host.name, "dropped": False,
                                               "note": "host_changes off (ssh_host_override): not dropped"})
-        for host in self.hosts():
+        def start(host: SshHost) -> str:
             out = f"{self.host_dir(host)}/metrics/{label}.jsonl"
-            try:
-                self.agent(host, "metrics-start", None, timeout=60,
-                           extra=f"--out {shlex.quote(out)} --host {shlex.quote(host.name)} "
-                                 f"--interval {float(self.settings.metrics_interval_s)} "
-                                 f"--run-root {shlex.quote(self.run_dir())}")
-                rec["metrics"].append({"host": host.name, "remote": out})
-            except EnvironmentFailure as e:
-                rec["metrics"].append({"host": host.name, "error": str(e)})
+            self.agent(host, "metrics-start", None, timeout=60,
+                       extra=f"--out {shlex.quote(out)} --host {shlex.quote(host.name)} "
+                             f"--interval {float(self.settings.metrics_interval_s)} "
+                             f"--run-root {shlex.quote(self.run_dir())}")
+            return out
+
+        hosts = self.hosts()
+        for host, res in zip(hosts, self._on_each(hosts, start)):  # every host at once: one SSH round trip each
+            rec["metrics"].append({"host": host.name, "error": str(res)} if isinstance(res, Exception)
+                                  else {"host": host.name, "remote": res})
         return rec
 
     # -- phases: the brokers' own metrics ------------------------------------------------------
@@ -538,7 +540,8 @@ class AwsEnvironment(Environment[AwsSettings]):
         return hosts[:1] if self.settings.deploy_mode == "local" else hosts
 
     def _on_each(self, hosts: list[SshHost], fn) -> list[Any]:
-        """``fn(host)`` on every host at once (an SSH round trip each), its exception as its result."""
+        """``fn(host)`` on every host at once (an SSH round trip each), its exception as its result: the phases'
+        samplers and scrapers explain numbers and never stop a run."""
         def call(host: SshHost) -> Any:
             try:
                 return fn(host)
@@ -546,7 +549,7 @@ class AwsEnvironment(Environment[AwsSettings]):
                 return e
         if not hosts:
             return []
-        with ThreadPoolExecutor(max_workers=min(8, len(hosts)), thread_name_prefix="brokermetrics") as pool:
+        with ThreadPoolExecutor(max_workers=min(8, len(hosts)), thread_name_prefix="phase-metrics") as pool:
             return list(pool.map(call, hosts))
 
     @override
@@ -604,17 +607,22 @@ class AwsEnvironment(Environment[AwsSettings]):
     @override
     def after_phase(self, phase: str, label: str, dest_dir: str) -> dict[str, Any]:
         """Stop the samplers and copy each host's samples to ``dest_dir/<host>.jsonl``."""
-        out: dict[str, Any] = {}
-        for host in self.hosts():
+        def stop(host: SshHost) -> dict[str, Any] | None:
             remote = f"{self.host_dir(host)}/metrics/{label}.jsonl"
             local = str(Path(dest_dir) / f"{host.name}.jsonl")
-            try:
-                self.agent(host, "metrics-stop", None, timeout=60, extra=f"--out {shlex.quote(remote)}")
-                if host.get_file(remote, local):
-                    out[host.name] = {"role": host.role, "file": local,
-                                      **hostmetrics.summarise(hostmetrics.parse_lines(Path(local).read_text()))}
-            except EnvironmentFailure as e:
-                out[host.name] = {"role": host.role, "error": str(e)}
+            self.agent(host, "metrics-stop", None, timeout=60, extra=f"--out {shlex.quote(remote)}")
+            if not host.get_file(remote, local):
+                return None
+            return {"role": host.role, "file": local,
+                    **hostmetrics.summarise(hostmetrics.parse_lines(Path(local).read_text()))}
+
+        out: dict[str, Any] = {}
+        hosts = self.hosts()
+        for host, res in zip(hosts, self._on_each(hosts, stop)):  # every host at once
+            if isinstance(res, Exception):
+                out[host.name] = {"role": host.role, "error": str(res)}
+            elif res is not None:
+                out[host.name] = res
         return out
 
     # -- workers ------------------------------------------------------------------------------
