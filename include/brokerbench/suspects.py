@@ -18,7 +18,8 @@ A candidate is a **suspect** when it changed significantly by at least its minim
 interval excludes 0 and reaches 10 % of side A's median), or the history rule calls it regressed or improved.
 A catalog metric with events on one side only (log flushes with fsync on, none with it off: "no events
 during the phase" on every trial of the other side) is a suspect that **appeared** (or vanished). Suspects
-are ranked by the size of the change (``|log(B / A)|``; appeared and vanished first), then catalog order.
+are ranked by the size of the change (``|log(B / A)|``, a side at 0 counted as the unit's floor; appeared and
+vanished first), then catalog order.
 A candidate measured on both sides that did not change so is **cleared**; one measured on too few trials or
 runs is not compared. Each verdict gets one sentence (:attr:`Suspects.sentence`), e.g. ``publish_latency_p99_ms
 +38 % [+21, +55]: suspects: Log flush: p99 +610 % [+420, +790], host disk utilisation +45 % [+20, +71];
@@ -104,14 +105,20 @@ class Finding:
     n_b: int = 0
     evidence: str = ""
 
+    floor: float = 0.0  #: the candidate's floor (Candidate.floor), in its unit
+
     @property
     def effect(self) -> float:
-        """|log of the change| (inf: appeared, vanished, or from 0)."""
+        """|log of the change|: of B / A, where a side at 0 counts as its floor (a disk busy 0 -> 7 % is a
+        change of 7 floors of 1 %, not an infinite one); inf for a metric that appeared or vanished."""
         if self.direction in ("appeared", "vanished"):
             return math.inf
-        if self.ratio is None or self.ratio <= 0:
-            return math.inf
-        return abs(math.log(self.ratio))
+        if self.ratio is not None and self.ratio > 0:
+            return abs(math.log(self.ratio))
+        a, b = abs(self.median_a or 0.0), abs(self.median_b or 0.0)
+        if self.floor > 0:
+            return abs(math.log(max(b, self.floor) / max(a, self.floor)))
+        return math.inf if a != b else 0.0
 
     def change_text(self) -> str:
         """``+610 % [+420, +790]``, ``0 -> 3.2 ms``, ``appeared (3.2 ms; no events on A)``."""
@@ -229,7 +236,7 @@ def compare_trials(cand: Candidate, rows_a: Sequence[Mapping[str, Any]], rows_b:
     a = [v for v in (number(r.get(cand.column)) for r in rows_a) if v is not None]
     b = [v for v in (number(r.get(cand.column)) for r in rows_b) if v is not None]
     base: dict[str, Any] = {"column": cand.column, "title": cand.title, "unit": cand.unit, "n_a": len(a),
-                            "n_b": len(b)}
+                            "n_b": len(b), "floor": cand.floor}
     need = abtest.min_trials_per_side(confidence)
     if cand.events:
         quiet_a = sum(_quiet(r, cand.column) for r in rows_a)
@@ -287,7 +294,7 @@ def compare_history(cand: Candidate, base_rows: Sequence[Mapping[str, Any]], row
     usable = [r for r in base_rows if number(r.get(cand.column)) is not None]
     value = number(row.get(cand.column))
     base: dict[str, Any] = {"column": cand.column, "title": cand.title, "unit": cand.unit, "n_a": len(usable),
-            "n_b": 0 if value is None else 1, "scale": "history"}
+                            "n_b": 0 if value is None else 1, "scale": "history", "floor": cand.floor}
     recent = list(base_rows)[-rule.baseline_runs:]
     if cand.events and value is not None and value >= cand.floor and not usable and \
             sum(_quiet(r, cand.column) for r in recent) >= rule.min_runs:
@@ -345,7 +352,8 @@ def from_versions(broker: str, rows: Sequence[Mapping[str, Any]], older: str, ne
     findings = []
     for c in cands:
         d = diffs.get(c.column)
-        base: dict[str, Any] = {"column": c.column, "title": c.title, "unit": c.unit, "scale": "history"}
+        base: dict[str, Any] = {"column": c.column, "title": c.title, "unit": c.unit, "scale": "history",
+                                "floor": c.floor}
         if d is None or d.label == "too few runs" or d.median_a is None or d.median_b is None:
             findings.append(Finding(**base, status="not compared",
                                     evidence="no figure on both versions" if d is None else d.label))

@@ -109,6 +109,17 @@ def test_a_change_below_the_units_floor_is_no_suspect_however_significant():
     assert s["suspects"] == [] and remote in {f["column"] for f in s["cleared"]}
 
 
+def test_a_side_at_zero_counts_as_its_floor_in_the_ranking():
+    # measured with fsync on (side B): the disk went from idle to 7 % busy, the log flushes from 2.5 to 300 per
+    # second: the flushes' change is the larger (x120 against 7 floors of 1 %) and ranks first
+    flushes = "kafka_log_flushes_per_s"
+    a = {"publish_latency_p99_ms": jitter(10, seed=1), flushes: jitter(2.5, seed=2), "host_disk_util_percent": [0.0] * 4}
+    b = {"publish_latency_p99_ms": jitter(14, seed=3), flushes: jitter(300, seed=4),
+         "host_disk_util_percent": jitter(7.3, seed=5)}
+    s = p99_verdict(trial_rows(a, b)).suspects
+    assert [f["column"] for f in s["suspects"]] == [flushes, "host_disk_util_percent"]
+
+
 def test_equal_sides_have_no_verdict_and_so_no_suspects():
     a = {"publish_latency_p99_ms": jitter(10, seed=1), LOCAL: jitter(0.2, seed=2)}
     b = {"publish_latency_p99_ms": jitter(10, seed=3), LOCAL: jitter(0.4, seed=4)}
