@@ -371,3 +371,43 @@ def test_an_aws_runs_lifetime_counts_a_deploy_at_every_change_of_side():
     assert (deploy_count(ab), deploy_count(plain)) == (15, 3)
     assert deploy_count(plan_of(compare_with={"broker_versions": {"kafka": "3.9.1"}})) == 5 + 1 + 1
     assert expected_minutes(ab) - expected_minutes(plain) > 6.0 * 12
+
+
+def test_the_refusal_is_the_line_that_names_the_setting_beside_an_error():
+    from brokerbench.environments.machine.broker import refusal_in
+
+    settings = {"log.flush.interval.messages": "1", "num.io.threads": "abc"}
+    lines = ["num.io.threads = 8", "\tlog.flush.interval.messages = 1",  # a config dump: no error
+             "WARN the configuration 'num.io.threads.extra' was supplied but is not a known config",
+             'Exception in thread "main" org.apache.kafka.common.config.ConfigException: Invalid value abc for '
+             "configuration num.io.threads: Not a number of type INT"]
+    assert refusal_in(lines, settings, []) == (
+        "refused the setting num.io.threads='abc' at start: \"Exception in thread \\\"main\\\" "
+        "org.apache.kafka.common.config.ConfigException: Invalid value abc for configuration num.io.threads: Not a "
+        "number of type INT\"; ")
+    assert refusal_in(lines[:3], settings, []) == ""
+    assert refusal_in(["Invalid maximum heap size: -Xmxabc"], {}, ["-Xmxabc"]).startswith(
+        "the JVM refused the variant's jvmOptions -Xmxabc at start")
+    # Kafka 4.1.1 on a 64 MB heap: "ERROR Encountered fatal fault: Error starting LogManager", then
+    assert refusal_in(["java.lang.OutOfMemoryError: Java heap space"], {}, ["-Xms64m", "-Xmx64m", "-XX:+UseSerialGC"]) \
+        == "ran out of memory at start with the variant's jvmOptions -Xms64m -Xmx64m: " \
+           "\"java.lang.OutOfMemoryError: Java heap space\"; "
+
+
+def test_the_aws_install_scripts_start_the_broker_jvms_with_the_variants_options():
+    from brokerbench.environments.aws.brokers import render_scripts
+
+    hosts, meta = [{"name": "b0", "address": "10.0.0.1"}], [{"name": "m0", "address": "10.0.0.9"}]
+    artifact = {"path": "/opt/brokerbench/artifacts/x.tar", "sha256": "ab" * 32, "logging_api": "log4j2"}
+    given = ["-Xms64m", "-Xmx64m", "-XX:+UseSerialGC", "-XX:OnOutOfMemoryError=kill -9 %p"]
+    for broker, version, starts in (("kafka", "4.1.1", 1), ("pulsar", "4.0.7", 2)):  # Pulsar: bookie and broker
+        text = next(t for h, s, t in render_scripts(broker, version, hosts, meta, {}, artifact=artifact,
+                                                     jvm_options=given) if h == "b0" and s == f"{broker}.sh")
+        launches = [line for line in text.splitlines() if line.strip().startswith("launch ")]
+        assert len(launches) == starts
+        for line in launches:
+            assert "-Xms64m -Xmx64m -XX:+UseSerialGC '-XX:OnOutOfMemoryError=kill -9 %p'" in line, line
+            assert "UseG1GC" not in line and "MaxGCPauseMillis" not in line and "-Xmx6144m" not in line
+        default = next(t for h, s, t in render_scripts(broker, version, hosts, meta, {}, artifact=artifact)
+                       if h == "b0" and s == f"{broker}.sh")
+        assert all("-XX:+UseG1GC" in line for line in default.splitlines() if line.strip().startswith("launch "))

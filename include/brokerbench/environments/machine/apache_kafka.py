@@ -18,7 +18,16 @@ from typing_extensions import override
 
 from ..base import EnvironmentFailure
 from ..brokermetrics import Target
-from .broker import LOOPBACK, DistributionBroker, KafkaProbeMixin, free_ports, kafka_flush_requested
+from ..processes import log_tail
+from .broker import (
+    LOOPBACK,
+    DistributionBroker,
+    KafkaProbeMixin,
+    file_size,
+    free_ports,
+    kafka_flush_requested,
+    refusal_in,
+)
 from .distributions import java, log4j_options
 from .exporters import jmx_exporter_option
 
@@ -95,9 +104,17 @@ class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
         logs = self.dir / "logs"
         heap = int(self.settings.kafka_heap_mb or DEFAULT_HEAP_MB)
         base = [java(), "-cp", self.dist.classpath()]
-        self.run_tool(base + log4j_options(self.dist, self.dir / "conf" / "tool", logs / "storage-tool.log")
-                      + ["kafka.tools.StorageTool", "format", "-t", kraft_cluster_id(), "-c", str(conf)],
-                      timeout=120, check=True)
+        tool_log = logs / "storage-tool.log"
+        tool_offset = file_size(tool_log)
+        p = self.run_tool(base + log4j_options(self.dist, self.dir / "conf" / "tool", tool_log)
+                          + ["kafka.tools.StorageTool", "format", "-t", kraft_cluster_id(), "-c", str(conf)],
+                          timeout=120)
+        if p.returncode != 0:
+            # the storage tool reads server.properties as the broker does: a setting Kafka refuses fails here first
+            lines = f"{p.stdout}\n{p.stderr}".splitlines() + log_tail(tool_log, 200, tool_offset).splitlines()
+            raise EnvironmentFailure(f"{refusal_in(lines, broker_settings, [])}kafka.tools.StorageTool format failed "
+                                     f"(exit {p.returncode}): {(p.stderr or p.stdout).strip()[-800:]}",
+                                     host=self.label())
         # the broker's own metrics: the JMX exporter agent on a port of its own (a broker without it still runs:
         # its catalog metrics are then recorded as not exposed, with the reason)
         agent: list[str] = []
@@ -114,12 +131,14 @@ class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
         argv = ([java(), *flags, *agent, f"-Dkafka.logs.dir={logs}",
                  *log4j_options(self.dist, self.dir / "conf", logs / "server.log"),
                  "-cp", self.dist.classpath(), "kafka.Kafka", str(conf)])
+        server_log = file_size(logs / "server.log")  # where this start's lines begin (the log outlives a restart)
         entry = self.spawn(argv, "kafka")
         return {"address": f"{LOOPBACK}:{port}", "ports": {"kafka": port, "controller": cport,
                                                             **({"metrics": mport} if agent else {}),
                                                             **({"sasl_plaintext": more[0]} if users else {})},
                 **({"sasl_address": f"{LOOPBACK}:{more[0]}", "sasl_users": sorted(users)} if users else {}),
                 "processes": [entry], "config": str(conf), "heap_mb": heap, "jvm_flags": flags,
+                "server_log_offset": server_log,
                 "distribution": self.dist.provenance(), "metrics_exporter": exporter}
 
     @override
@@ -129,7 +148,8 @@ class ApacheKafkaBroker(KafkaProbeMixin, DistributionBroker):
                        str(state.get("version") or ""))] if port else []
 
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
-        return super()._log_files(state) + [(str(self.dir / "logs" / "server.log"), 0)]
+        return super()._log_files(state) + [(str(self.dir / "logs" / "server.log"),
+                                             int(state.get("server_log_offset") or 0))]
 
     @override
     def durability(self, variant, broker_settings, driver_overrides, state) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 from typing_extensions import override
 
 from ..brokermetrics import Target
-from .broker import LOOPBACK, DistributionBroker, PulsarProbeMixin, free_ports, journal_sync_requested
+from .broker import LOOPBACK, DistributionBroker, PulsarProbeMixin, file_size, free_ports, journal_sync_requested
 from .distributions import java, log4j_options
 
 log = logging.getLogger("brokerbench")
@@ -121,10 +121,12 @@ class ApachePulsarBroker(PulsarProbeMixin, DistributionBroker):
                 "--bookkeeper-port", str(bookie),
                 "--metadata-dir", str(data / "metadata"), "--bookkeeper-dir", str(data / "bookkeeper"),
                 "--zookeeper-dir", str(data / "zookeeper")]
+        server_log = file_size(logs / "pulsar-standalone.log")  # where this start's lines begin
         entry = self.spawn(argv, "pulsar")
         return {"address": f"{LOOPBACK}:{port}", "service_url": f"pulsar://{LOOPBACK}:{port}",
                 "http_url": f"http://{LOOPBACK}:{web}", "ports": ports, "processes": [entry],
                 "config": str(conf), "heap_mb": heap, "jvm_flags": flags, "distribution": self.dist.provenance(),
+                "server_log_offset": server_log,
                 **({"token": token} if token else {})}
 
     def _wait_ready(self, state: dict[str, Any]) -> None:
@@ -141,7 +143,8 @@ class ApachePulsarBroker(PulsarProbeMixin, DistributionBroker):
             state["ports"] = {**state["ports"], "bookie": int(found[-1][1])}
 
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
-        return super()._log_files(state) + [(str(self.dir / "logs" / "pulsar-standalone.log"), 0)]
+        return super()._log_files(state) + [(str(self.dir / "logs" / "pulsar-standalone.log"),
+                                             int(state.get("server_log_offset") or 0))]
 
     @override
     def metrics_targets(self, state: dict[str, Any]) -> list[Target]:

@@ -88,6 +88,14 @@ def require_listening(address: str) -> None:
         raise ConnectionRefusedError(f"nothing listens on {address} yet")
 
 
+def file_size(path: Path) -> int:
+    """The size of a log file now (0 when there is none): where a start's own lines in it begin."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def port_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -323,23 +331,8 @@ class LocalBroker(ABC):
         """What the broker's own log says it refused at start, naming the setting (or JVM option) and quoting the
         line: ``refused the setting num.io.threads='abc': "...ConfigException: Invalid value abc for configuration
         num.io.threads: ..."; `` - or "" when no line of this start names one."""
-        lines = [line.strip() for line in self._start_log_lines(state)]
-        error = re.compile(r"(?i)exception|error|invalid|illegal|fatal|unknown|not a |failed|cannot|could not|refus")
-        for key, value in (state.get("broker_settings") or {}).items():
-            named = re.compile(rf"(?<![\w.-]){re.escape(str(key))}(?![\w-])")
-            for line in lines:
-                if named.search(line) and error.search(line) and "brokerbench: starting" not in line:
-                    return f"refused the setting {key}={value!r} at start: {json.dumps(line[-600:])}; "
-        given = state.get("jvm_options") or []
-        if given:
-            from .jvm_options import JVM_REFUSALS, named_in
-
-            for line in lines:
-                if JVM_REFUSALS.search(line) and "brokerbench: starting" not in line:
-                    flags = named_in(line, given) or given
-                    return (f"the JVM refused the variant's jvmOptions {' '.join(flags)} at start: "
-                            f"{json.dumps(line[-600:])}; ")
-        return ""
+        return refusal_in(self._start_log_lines(state), state.get("broker_settings") or {},
+                          state.get("jvm_options") or [])
 
     def _log_files(self, state: dict[str, Any]) -> list[tuple[str, int]]:
         """(path, offset) of the logs worth showing when something goes wrong."""
@@ -401,6 +394,34 @@ class LocalBroker(ABC):
         state["stopped_at"] = time.time()
         self._save(state)
         return stopped
+
+
+def refusal_in(lines: list[str], broker_settings: dict[str, Any], jvm_options: list[str]) -> str:
+    """The first of ``lines`` (a broker's or its tool's output at start) that refuses one of ``broker_settings`` (it
+    names the key beside an error word) or, failing that, one of ``jvm_options`` (HotSpot's own refusal, or an
+    OutOfMemoryError under the variant's heap flags), as the start of an error message: ``refused the setting
+    num.io.threads='abc' at start: "<the line>"; ``; "" when none does."""
+    lines = [line.strip() for line in lines]
+    error = re.compile(r"(?i)exception|error|invalid|illegal|fatal|unknown|not a |failed|cannot|could not|refus")
+    for key, value in broker_settings.items():
+        named = re.compile(rf"(?<![\w.-]){re.escape(str(key))}(?![\w-]|\.\w)")
+        for line in lines:
+            if named.search(line) and error.search(line) and "brokerbench: starting" not in line:
+                return f"refused the setting {key}={value!r} at start: {json.dumps(line[-600:])}; "
+    if jvm_options:
+        from .jvm_options import HEAP, JVM_REFUSALS, named_in
+
+        for line in lines:
+            if JVM_REFUSALS.search(line) and "brokerbench: starting" not in line:
+                flags = named_in(line, jvm_options) or jvm_options
+                return (f"the JVM refused the variant's jvmOptions {' '.join(flags)} at start: "
+                        f"{json.dumps(line[-600:])}; ")
+        heap = [f for f in jvm_options if HEAP.match(f)]
+        for line in lines:
+            if heap and "java.lang.OutOfMemoryError" in line:
+                return (f"ran out of memory at start with the variant's jvmOptions {' '.join(heap)}: "
+                        f"{json.dumps(line[-600:])}; ")
+    return ""
 
 
 # -- Kafka ------------------------------------------------------------------------------
