@@ -26,7 +26,7 @@ PERCENTILES = [("publish_latency_p50_ms", "publish p50"), ("publish_latency_p99_
 VERDICT_CSS = {Judgement.REGRESSED: "bad", Judgement.IMPROVED: "good", Judgement.UNCHANGED: "",
                Judgement.INSUFFICIENT: "meta", Judgement.NO_DATA: "meta",
                f"{Judgement.NOT_JUDGED}: invalid": "notjudged", f"{Judgement.NOT_JUDGED}: partial": "notjudged"}
-_WORDS = {Judgement.REGRESSED: "B slower", Judgement.IMPROVED: "B faster",
+_WORDS: dict[str, str] = {Judgement.REGRESSED: "B slower", Judgement.IMPROVED: "B faster",
           Judgement.UNCHANGED: "no difference at this power"}
 
 

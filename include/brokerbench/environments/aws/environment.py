@@ -519,6 +519,7 @@ class AwsEnvironment(Environment[AwsSettings]):
                 else:
                     rec["page_cache"].append({"host": host.name, "dropped": False,
                                               "note": "host_changes off (ssh_host_override): not dropped"})
+
         def start(host: SshHost) -> str:
             out = f"{self.host_dir(host)}/metrics/{label}.jsonl"
             self.agent(host, "metrics-start", None, timeout=60,
