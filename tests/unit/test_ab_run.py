@@ -20,6 +20,9 @@ from brokerbench.report.html import build_report
 from brokerbench.spec import SpecError, build_plan, load_suite
 from brokerbench.spec.params import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.recording_env import RecordingEnv  # noqa: E402
+
 SMOKE_ID = "smoke-1-topic-1-partition-100b"
 SIDE_B = {"client_libraries": {"kafka": "confluent-kafka"}}
 
@@ -242,48 +245,14 @@ def test_side_b_on_aws_is_refused_where_its_version_does_not_fit_the_suites_sett
                                       "Kafka 4.1.1 has no ZooKeeper mode"), e.value.message
 
 
-class VersionedEnv:
-    """An environment that records what happens, in one log shared by the objects of both sides."""
+class VersionedEnv(RecordingEnv):
+    """Side B runs Kafka 3.9.1, side A 4.1.1; the log is shared by the objects of both sides."""
 
-    def __init__(self, log, side):
-        self.log, self.side = log, side
-
-    def stop_workers(self):
-        return []
-
-    def health(self, broker):
-        pass
-
-    def before_phase(self, phase, label):
-        return None
-
-    def start_broker_metrics(self, label):
-        return None
-
-    def deploy(self, broker, broker_settings, variant, driver_overrides, *, jvm_options=None):
+    def endpoint(self, broker, variant, driver_overrides, jvm_options):
         from brokerbench.environments.base import BrokerEndpoint
 
-        self.log.append(("deploy", self.side or "A"))
         return BrokerEndpoint(broker, "apache-kafka", "3.9.1" if self.side == "B" else "4.1.1",
                               bootstrap_servers="127.0.0.1:9092")
-
-    def undeploy(self, broker):
-        self.log.append(("undeploy", broker))
-
-    def record_created(self, broker, names):
-        pass
-
-    def client_secrets(self):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    def run_workers(self, jobs, outs, timeout_s):
-        for job, out in zip(jobs, outs):
-            self.log.append((job["phase"], job["workload_id"]))
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            Path(out).write_text(json.dumps({"record": "end", "status": "ok"}) + "\n")
-        return [{"worker": j["worker"], "returncode": 0} for j in jobs]
 
 
 def test_side_b_on_another_version_is_deployed_afresh_and_warmed_up_at_every_change_of_side(tmp_path, monkeypatch):

@@ -15,6 +15,9 @@ import pytest
 
 from brokerbench.spec import Plan, SpecError, build_plan, load_suite, load_variant
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.recording_env import RecordingEnv  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE_ID = "smoke-1-topic-1-partition-100b"
 
@@ -136,49 +139,21 @@ def test_jvm_options_replace_the_heap_and_the_collector_and_add_the_rest():
 # -- the pipeline: a fresh broker at every change of side ---------------------------------------------------------
 
 
-class RecordingEnv:
-    """An environment that records deploys (with what each side asked) and stops, in one log for both sides."""
+class VariantEnv(RecordingEnv):
+    """Records what each side's deploy asked (variant, broker settings, JVM options) and each job's variant."""
 
-    def __init__(self, log, side):
-        self.log, self.side = log, side
+    def deploy_entry(self, variant, broker_settings, jvm_options):
+        return ("deploy", self.side or "A", variant, json.dumps(broker_settings), tuple(jvm_options or ()))
 
-    def stop_workers(self):
-        return []
-
-    def health(self, broker):
-        pass
-
-    def before_phase(self, phase, label):
-        return None
-
-    def start_broker_metrics(self, label):
-        return None
-
-    def deploy(self, broker, broker_settings, variant, driver_overrides, *, jvm_options=None):
+    def endpoint(self, broker, variant, driver_overrides, jvm_options):
         from brokerbench.environments.base import BrokerEndpoint
 
-        self.log.append(("deploy", self.side or "A", variant, json.dumps(broker_settings), tuple(jvm_options or ())))
         return BrokerEndpoint(broker, "apache-kafka", "4.1.1", bootstrap_servers="127.0.0.1:9092",
                               durability={"variant": variant, "honoured": True, "settings": driver_overrides},
                               jvm_options=["-Xms1024m", *(jvm_options or [])])
 
-    def undeploy(self, broker):
-        self.log.append(("undeploy", broker))
-
-    def record_created(self, broker, names):
-        pass
-
-    def client_secrets(self):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    def run_workers(self, jobs, outs, timeout_s):
-        for job, out in zip(jobs, outs):
-            self.log.append((job["phase"], job["workload_id"], job["variant"]))
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            Path(out).write_text(json.dumps({"record": "end", "status": "ok"}) + "\n")
-        return [{"worker": j["worker"], "returncode": 0} for j in jobs]
+    def job_entry(self, job):
+        return (job["phase"], job["workload_id"], job["variant"])
 
 
 def run_group(tmp_path, monkeypatch, plan) -> tuple[list, object]:
@@ -189,7 +164,7 @@ def run_group(tmp_path, monkeypatch, plan) -> tuple[list, object]:
     ctx.plan_path.parent.mkdir(parents=True, exist_ok=True)
     ctx.plan_path.write_text(plan.to_json())
     log: list = []
-    monkeypatch.setattr(ctx, "environment", lambda side=None: RecordingEnv(log, side))
+    monkeypatch.setattr(ctx, "environment", lambda side=None: VariantEnv(log, side))
     monkeypatch.setattr(environment_lease, "hold_environment", lambda ctx: None)
     monkeypatch.setattr(benchmark, "worker_processes", lambda ctx: 1)
     monkeypatch.setattr(benchmark, "prepare_job", lambda job: log.append(("prepare", job.workload_id,
