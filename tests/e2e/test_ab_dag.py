@@ -1,7 +1,8 @@
 """A/B in one run, from `brokerbench bench` to the exit code: Apache Kafka 4.1.1 (side A) against 3.9.1 with its
 producers lingering 30 ms before each send (side B: a broker version and a driver file, the latter a known,
-injected difference), redeployed at every change of side, and RabbitMQ with side B = side A (its driver and
-version are the same on both sides: an A/A comparison), 5 trials per side (the default) in ABBA order. The
+injected difference), redeployed at every change of side, and RabbitMQ with side B = side A (its driver,
+version and variant - compare_with.variants names side A's own - are the same on both sides: an A/A comparison,
+redeployed at every change of side like the A/B it vouches for), 5 trials per side (the default) in ABBA order. The
 verdict names side B slower on Kafka's publish latency, finds no difference on RabbitMQ's rates, the run exits 3
 (a regression), the report shows the A/B table first, and the history holds side A only. Also the trials of a
 run: back to back after each side's warm-up, a summary and history row each, one combined value per metric for
@@ -37,7 +38,10 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
                          .replace("linger.ms=1", "linger.ms=30"))
     results = tmp_path / "results"
     conf = {"results_root": str(results), "warmup_duration_minutes": 0.05, "trials": TRIALS,
-            "compare_with": {"driver_files": [str(lingering)], "broker_versions": {"kafka": OTHER_KAFKA}}}
+            "compare_with": {"driver_files": [str(lingering)], "broker_versions": {"kafka": OTHER_KAFKA},
+                             # side B's variant named as side A's: every change of side a fresh broker, RabbitMQ's
+                             # too (an A/A check takes the path of the A/B run it vouches for)
+                             "variants": ["fsync-off"]}}
     # 300 msg/s: one Python producer keeps this schedule on a host whose other cores run 3-node clusters (at
     # 1,000 msg/s some trials were late there, not usable, and the sides not judged); 3-s phases, 900 messages a
     # trial (rates are per second the producers ran, so a short phase reads its rate in full; a 30-ms linger
@@ -81,6 +85,11 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
     else:
         for v in rabbit.values():
             assert v["verdict"] == "not judged: too few valid trials" and "usable trials" in v["evidence"], v
+    # compare_with.variants redeploys RabbitMQ's equal sides at every change of side (A B B A A B B A A B: five
+    # changes after the deploy task's), and says so
+    log_text = max((results / "logs").glob("*.log"), key=lambda f: f.stat().st_mtime).read_text()
+    aa = [line for line in log_text.splitlines() if "deploying rabbitmq afresh (same version and settings as side" in line]
+    assert len(aa) == 5, aa
     assert p.returncode == 3, out[-3000:]
     assert p.stdout.strip().splitlines()[-1].startswith("brokerbench: OUTCOME: REGRESSION"), out[-2000:]
     html = (run_dir / "report.html").read_text()
@@ -94,11 +103,13 @@ def test_an_ab_run_names_the_slower_side_and_finds_no_difference_between_equal_o
         judged = [v for v in verdicts if v["rule"] != "A/B" and v["broker"] == broker]
         assert {v["workload"] for v in judged} == {BASE}
         assert len(judged) == len({v["metric"] for v in judged})  # one verdict per metric, not one per trial
-    # trials back to back: each side's first trial warmed up (RabbitMQ: one broker; Kafka: side A's first in the
-    # warm-up task, every change of side's trial after its redeploy), every trial measured into its own files
+    # trials back to back, each side's broker warmed up after each of its deploys: side A's first trial in the
+    # warm-up task, the first trial after every change of side after its redeploy (ABBA: B1, A2, B3, A4, B5); every
+    # trial measured into its own files
     raw = run_dir / "raw"
     warmed = sorted(p.parts[-4] for p in raw.glob("*/rabbitmq-default/fsync-off/warmup"))
-    assert warmed == [f"{BASE}.B.trial1", f"{BASE}.trial1"], warmed
+    assert warmed == sorted([f"{BASE}.trial1", f"{BASE}.B.trial1", f"{BASE}.trial2", f"{BASE}.B.trial3",
+                             f"{BASE}.trial4", f"{BASE}.B.trial5"]), warmed
     for k in range(1, TRIALS + 1):
         for wid in (f"{BASE}.trial{k}", f"{BASE}.B.trial{k}"):
             assert list((raw / wid / "rabbitmq-default" / "fsync-off" / "measure").glob("*.jsonl")), wid
