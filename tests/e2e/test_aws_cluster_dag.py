@@ -42,6 +42,8 @@ from aws_fixtures import (  # noqa: F401,E402
 from support.airflow_db import private_airflow_db  # noqa: E402
 from support.dag_logs import failure_message  # noqa: E402
 
+from brokerbench import ab_verdicts  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DAG = "brokerbench_aws_seed_latency"
@@ -225,8 +227,16 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
         ab = [v for v in verdicts if v["rule"] == "A/B" and v["broker"] == broker]
         print("\n".join(f"A/B {broker} {v['metric']}: {v['verdict']}: {v['evidence']}" for v in ab))
         p50 = next(v for v in ab if v["metric"] == "publish_latency_p50_ms")
-        assert p50["interval"]["n_a"] == p50["interval"]["n_b"] == AB_TRIALS, p50
         assert p50["broker_version"].startswith(versions["B"]), p50
+        # judged from the usable trials: all of them on an idle machine; a trial this loaded 2-core machine made
+        # invalid (a send schedule not kept: publish-delay p99 over its bound) is left out and said so
+        usable = {s: sum(1 for r in mine if (".B.trial" in r["workload"]) == (s == "B") and ab_verdicts.usable(r))
+                  for s in ("A", "B")}
+        if min(usable.values()) >= AB_TRIALS:
+            assert p50["interval"]["n_a"] == p50["interval"]["n_b"] == AB_TRIALS, p50
+        else:
+            assert p50["verdict"].startswith("not judged: too few valid trials"), p50
+            assert f"{usable['A']} valid trial(s) of A and {usable['B']} of B" in p50["evidence"], p50
     # at every change of release the storage the other release wrote was cleared: Kafka's logs and metadata log,
     # Pulsar's ledgers and journal, and its ZooKeeper's data (ZooKeeper restarted on the new release's jars)
     for what, a, b in (("kafka", "4.1.1 kraft", "3.2.3 zookeeper"), ("pulsar", "4.0.7", "3.0.7"),
