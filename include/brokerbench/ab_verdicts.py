@@ -129,7 +129,7 @@ def verdicts(rows: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = METR
                               "confidence": c.achieved_confidence, "n_a": c.n_a, "n_b": c.n_b} if c else None))
             if verdict in (Judgement.REGRESSED, Judgement.IMPROVED):
                 found = found or suspects.from_trials(broker, valid["A"], valid["B"])
-                out[-1].suspects = found.suspects(suspects.head_of(out[-1])).to_dict()
+                out[-1].suspects = found.suspects(suspects.head_of(out[-1]), suspects.change_of(out[-1])).to_dict()
     return out
 
 

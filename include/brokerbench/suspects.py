@@ -20,6 +20,11 @@ A catalog metric with events on one side only (log flushes with fsync on, none w
 during the phase" on every trial of the other side) is a suspect that **appeared** (or vanished). Suspects
 are ranked by the size of the change (``|log(B / A)|``, a side at 0 counted as the unit's floor; appeared and
 vanished first), then catalog order.
+A suspect must have moved the way that explains the change: its worse way (higher, or lower where the catalog
+says lower is worse) with a regression, its better way with an improvement. A candidate that moved the other way
+went with the change without causing it (behind a slower network Kafka's fetches find data waiting and take
+less time), and a figure of the clients' load (the catalog's ``load``: requests, bytes or messages per second)
+follows the load and the clients' batching: both are listed as **moved with it**, never as suspects.
 A candidate measured on both sides that did not change so is **cleared**; one measured on too few trials or
 runs is not compared. Each verdict gets one sentence (:attr:`Suspects.sentence`), e.g. ``publish_latency_p99_ms
 +38 % [+21, +55]: suspects: Log flush: p99 +610 % [+420, +790], host disk utilisation +45 % [+20, +71];
@@ -65,6 +70,8 @@ FLOORS = {"ms": 0.05, "ms/s": 1.0, "percent": 1.0, "per_s": 1.0, "mb/s": 0.1, "m
           "requests": 1.0, "entries": 1.0, "partitions": 1.0, "processes": 1.0}
 
 NOTHING_MOVED = "nothing on the brokers moved: look at the clients or the network"
+#: a verdict's change, which says which way of a candidate's move explains it
+Change = Literal["regressed", "improved"]
 
 Status = Literal["suspect", "cleared", "not compared"]
 
@@ -82,6 +89,8 @@ class Candidate:
     #: the smallest change in the candidate's unit that is a suspect (:data:`FLOORS`): a remote time of 0.00 ms
     #: against 0.01 ms is no lead, however significant
     floor: float = 0.0
+    #: a figure of the clients' load (the catalog's ``load``): never a suspect
+    load: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,23 @@ class Finding:
     evidence: str = ""
 
     floor: float = 0.0  #: the candidate's floor (Candidate.floor), in its unit
+    worse: str = "higher"  #: the candidate's worse way (Candidate.worse)
+    load: bool = False  #: a figure of the clients' load (Candidate.load)
+
+    def explains(self, change: Change | None) -> bool:
+        """Whether the move is one that can cause the verdict's change: its worse way with a regression, its
+        better way with an improvement (any way when the change has no direction); never a load figure."""
+        if self.load:
+            return False
+        if change is None or self.direction is None:
+            return True
+        worse = self.direction in (("up", "appeared") if self.worse == "higher" else ("down", "vanished"))
+        return worse == (change == "regressed")
+
+    def with_it_text(self) -> str:
+        """``Kafka FetchConsumer: total -53 % [-66, -43] (the other way)``."""
+        why = "the clients' load" if self.load else "the other way"
+        return f"{self.title} {self.change_text()} ({why})"
 
     @property
     def effect(self) -> float:
@@ -154,6 +180,8 @@ class Suspects:
 
     head: str  #: the verdict's own change, e.g. ``publish_latency_p99_ms +38 % [+21, +55]``
     suspects: list[Finding] = field(default_factory=list)  #: ranked, largest change first
+    #: moved significantly, but the other way or as the clients' load (:meth:`Finding.explains`); ranked
+    with_it: list[Finding] = field(default_factory=list)
     cleared: list[Finding] = field(default_factory=list)
     not_compared: list[Finding] = field(default_factory=list)
     how: str = ""  #: which statistics (the A/B interval over N vs M trials, the history rule)
@@ -165,17 +193,19 @@ class Suspects:
                     if self.how.startswith("history") else
                     f"{self.head}: no broker or host metric was measured on both sides to compare")
         cleared = _names([c.title for c in self.cleared], CLEARED_NAMED)
+        with_it = _names([f.with_it_text() for f in self.with_it], SUSPECTS_NAMED)
+        tail = (f"; moved with it, not as a cause: {with_it}" if with_it else "") + (
+            f"; cleared: {cleared}" if cleared else "")
         if not [s for s in self.suspects if not s.column.startswith(HOST_PREFIX)]:
             hosts = ", ".join(f"{s.title} {s.change_text()}" for s in self.suspects)
-            return (f"{self.head}: {NOTHING_MOVED}" + (f"; on the hosts: {hosts}" if hosts else "")
-                    + (f"; cleared: {cleared}" if cleared else ""))
+            return f"{self.head}: {NOTHING_MOVED}" + (f"; on the hosts: {hosts}" if hosts else "") + tail
         named = [f"{s.title} {s.change_text()}" for s in self.suspects[:SUSPECTS_NAMED]]
         more = len(self.suspects) - len(named)
-        text = f"{self.head}: suspects: " + ", ".join(named) + (f" and {more} more" if more > 0 else "")
-        return text + (f"; cleared: {cleared}" if cleared else "")
+        return f"{self.head}: suspects: " + ", ".join(named) + (f" and {more} more" if more > 0 else "") + tail
 
     def to_dict(self) -> dict[str, Any]:
         return {"sentence": self.sentence, "how": self.how, "suspects": [s.to_dict() for s in self.suspects],
+                "with_it": [f.to_dict() for f in self.with_it],
                 "cleared": [c.to_dict() for c in self.cleared],
                 "not_compared": [c.column for c in self.not_compared]}
 
@@ -217,10 +247,17 @@ def candidates(broker: str) -> list[Candidate]:
         for m in cat.metrics:
             unit = {"percent": "%", "per_s": "per s"}.get(m.unit, m.unit)
             out.append(Candidate(m.id, f"{name} {m.title}", unit, m.worse,
-                                 events=m.kind in ("timer", "quantile", "ratio"), floor=FLOORS.get(m.unit, 0.0)))
+                                 events=m.kind in ("timer", "quantile", "ratio"), floor=FLOORS.get(m.unit, 0.0),
+                                 load=m.load))
     out += [Candidate(c, title, unit, floor=FLOORS["percent"] if unit == "%" else FLOORS["mb/s"])
             for c, (title, unit) in HOST_CANDIDATES.items()]
     return out
+
+
+def _of(cand: Candidate) -> dict[str, Any]:
+    """A finding's fields that are its candidate's."""
+    return {"column": cand.column, "title": cand.title, "unit": cand.unit, "floor": cand.floor, "worse": cand.worse,
+            "load": cand.load}
 
 
 def _quiet(row: Mapping[str, Any], column: str) -> bool:
@@ -235,8 +272,7 @@ def compare_trials(cand: Candidate, rows_a: Sequence[Mapping[str, Any]], rows_b:
     """One candidate from the per-trial figures of side A's and side B's trial rows."""
     a = [v for v in (number(r.get(cand.column)) for r in rows_a) if v is not None]
     b = [v for v in (number(r.get(cand.column)) for r in rows_b) if v is not None]
-    base: dict[str, Any] = {"column": cand.column, "title": cand.title, "unit": cand.unit, "n_a": len(a),
-                            "n_b": len(b), "floor": cand.floor}
+    base: dict[str, Any] = {**_of(cand), "n_a": len(a), "n_b": len(b)}
     need = abtest.min_trials_per_side(confidence)
     if cand.events:
         quiet_a = sum(_quiet(r, cand.column) for r in rows_a)
@@ -293,8 +329,7 @@ def compare_history(cand: Candidate, base_rows: Sequence[Mapping[str, Any]], row
     metric = Metric(cand.column, "lower" if cand.worse == "higher" else "higher", min_effect, cand.floor)
     usable = [r for r in base_rows if number(r.get(cand.column)) is not None]
     value = number(row.get(cand.column))
-    base: dict[str, Any] = {"column": cand.column, "title": cand.title, "unit": cand.unit, "n_a": len(usable),
-                            "n_b": 0 if value is None else 1, "scale": "history", "floor": cand.floor}
+    base: dict[str, Any] = {**_of(cand), "n_a": len(usable), "n_b": 0 if value is None else 1, "scale": "history"}
     recent = list(base_rows)[-rule.baseline_runs:]
     if cand.events and value is not None and value >= cand.floor and not usable and \
             sum(_quiet(r, cand.column) for r in recent) >= rule.min_runs:
@@ -319,10 +354,14 @@ class Evidence:
     findings: tuple[Finding, ...]
     how: str
 
-    def suspects(self, head: str) -> Suspects:
+    def suspects(self, head: str, change: Change | None = None) -> Suspects:
+        """The suspects of one verdict: ``change``, its direction (None: a change without one, as a version step
+        of ``brokerbench compare``), says which moves can explain it (:meth:`Finding.explains`)."""
         order = {f.column: i for i, f in enumerate(self.findings)}
         ranked = sorted((f for f in self.findings if f.status == "suspect"), key=lambda f: (-f.effect, order[f.column]))
-        return Suspects(head=head, suspects=ranked, cleared=[f for f in self.findings if f.status == "cleared"],
+        return Suspects(head=head, suspects=[f for f in ranked if f.explains(change)],
+                        with_it=[f for f in ranked if not f.explains(change)],
+                        cleared=[f for f in self.findings if f.status == "cleared"],
                         not_compared=[f for f in self.findings if f.status == "not compared"], how=self.how)
 
 
@@ -352,8 +391,7 @@ def from_versions(broker: str, rows: Sequence[Mapping[str, Any]], older: str, ne
     findings = []
     for c in cands:
         d = diffs.get(c.column)
-        base: dict[str, Any] = {"column": c.column, "title": c.title, "unit": c.unit, "scale": "history",
-                                "floor": c.floor}
+        base: dict[str, Any] = {**_of(c), "scale": "history"}
         if d is None or d.label == "too few runs" or d.median_a is None or d.median_b is None:
             findings.append(Finding(**base, status="not compared",
                                     evidence="no figure on both versions" if d is None else d.label))
@@ -384,7 +422,7 @@ def attach_history(verdicts: Iterable[Any], current: Iterable[Mapping[str, Any]]
         if key not in found:
             row = rows[key]
             found[key] = from_history(v.broker, earlier_rows(row, history)[0], row)
-        v.suspects = found[key].suspects(head_of(v)).to_dict()
+        v.suspects = found[key].suspects(head_of(v), change_of(v)).to_dict()
 
 
 # -- the verdicts' heads -----------------------------------------------------------------------------
@@ -402,6 +440,12 @@ def head_of(verdict: Any) -> str:
     if pct is None:
         return f"{verdict.metric} {verdict.verdict}"
     return f"{verdict.metric} {_pct(1 + pct / 100)} vs the median of {verdict.baseline_n} runs"
+
+
+def change_of(verdict: Any) -> Change | None:
+    """A regressed or improved verdict's change (None for any other)."""
+    v = getattr(verdict, "verdict", None)
+    return "regressed" if v == Judgement.REGRESSED else "improved" if v == Judgement.IMPROVED else None
 
 
 def is_change(verdict: Any) -> bool:

@@ -82,6 +82,38 @@ def test_a_host_figure_alone_is_named_after_nothing_on_the_brokers_moved():
     assert f"{suspects.NOTHING_MOVED}; on the hosts: host CPU +" in s["sentence"]
 
 
+def test_a_move_the_other_way_and_the_clients_load_go_with_a_slowdown_but_are_not_its_suspects():
+    # Kafka behind a slower network (side B): the fetches find data waiting and take half the time, the producers
+    # batch more per request; neither can make publishing slower, and the append time did not move
+    fetch, requests = "kafka_fetch_consumer_total_time_mean_ms", "kafka_produce_requests_per_s"
+    a = {"publish_latency_p99_ms": jitter(10, seed=1), fetch: jitter(500, seed=2), requests: jitter(300, seed=3),
+         LOCAL: jitter(0.2, seed=4)}
+    b = {"publish_latency_p99_ms": jitter(30, seed=5), fetch: jitter(240, seed=6), requests: jitter(170, seed=7),
+         LOCAL: jitter(0.2, seed=8)}
+    v = p99_verdict(trial_rows(a, b))
+    assert v.verdict == Judgement.REGRESSED
+    s = v.suspects
+    assert s["suspects"] == []
+    assert [f["column"] for f in s["with_it"]] == [fetch, requests]  # ranked by the size of the change
+    assert s["sentence"].startswith("publish_latency_p99_ms +")
+    assert (f": {suspects.NOTHING_MOVED}; moved with it, not as a cause: Kafka FetchConsumer: total -5"
+            in s["sentence"]) and "(the other way), Kafka Produce requests -4" in s["sentence"]
+    assert "(the clients' load); cleared: Kafka Produce: local (leader append)" in s["sentence"]
+    # the same moves with an improvement (side A and B swapped): the fetch time's rise is not its cause either,
+    # the request rate still only the load
+    improved = p99_verdict(trial_rows(b, a))
+    assert improved.verdict == Judgement.IMPROVED
+    assert improved.suspects["suspects"] == []
+    assert {f["column"] for f in improved.suspects["with_it"]} == {fetch, requests}
+
+
+def test_a_move_in_the_worse_way_of_a_lower_is_worse_metric_is_a_suspect_of_a_slowdown():
+    a = {"publish_latency_p99_ms": jitter(10, seed=1), IDLE: jitter(90, seed=2)}
+    b = {"publish_latency_p99_ms": jitter(14, seed=3), IDLE: jitter(40, seed=4)}
+    s = p99_verdict(trial_rows(a, b)).suspects
+    assert [f["column"] for f in s["suspects"]] == [IDLE] and s["with_it"] == []
+
+
 def test_no_metric_on_both_sides_is_no_verdict_of_nothing_moved():
     s = p99_verdict(trial_rows({"publish_latency_p99_ms": jitter(10)},
                                {"publish_latency_p99_ms": jitter(13, seed=2)})).suspects

@@ -87,6 +87,9 @@ class CatalogMetric(BaseModel):
     across: Literal["worst", "sum"] = "worst"
     #: which way is worse
     worse: Literal["higher", "lower"] = "higher"
+    #: a figure of the work the clients gave the broker (requests, bytes, messages per second): it follows the
+    #: load and the clients' batching, so it is never a suspect of a change (brokerbench.suspects)
+    load: bool = False
     #: the report panel that draws it (include/metrics/<broker>.yaml's ``panels``)
     panel: str
     #: what it means, for ``brokerbench list`` and the docs
