@@ -4,8 +4,9 @@ Hot path: ``fast_send`` is ``Producer.produce`` bound to the topic; the
 delivery callback, set once in the configuration (no per-call closure),
 appends ``Message.latency()`` (librdkafka's produce-to-delivery time, s) to
 ``recorder.s.publish_s``. Delivery callbacks run inside ``poll``, which the
-producer calls while it waits for its schedule (``idle``), every 1,000
-sends, and when librdkafka's queue is full.
+producer calls throughout its waits for the schedule (``idle``: the latency
+is read when the callback runs, so a report must not wait for the next
+send), every 1,000 sends, and when librdkafka's queue is full.
 
 OMB's Java properties (``producerConfig``, ``consumerConfig``,
 ``commonConfig``) are librdkafka properties already (acks, linger.ms,
@@ -127,9 +128,17 @@ class _CKProducer(Producer):
         self.fast_send(payload, key)  # type: ignore[misc]  # set in __init__
 
     def idle(self, seconds: float) -> None:
-        # serve delivery reports, then sleep (poll's ms timeout would spin on sub-ms waits)
-        self._p.poll(0)
-        time.sleep(seconds)
+        # serve delivery reports as they arrive while the schedule waits: Message.latency() is read in the delivery
+        # callback (librdkafka's rd_clock() minus the produce time), so a report left for the next send would add
+        # the wait to the publish latency, up to the send interval (5 ms at 200 msg/s). poll's timeout is whole
+        # milliseconds, so the last part under one is slept (poll(0) there would spin)
+        poll, clock = self._p.poll, time.monotonic
+        deadline = clock() + seconds
+        poll(0)
+        while (left := deadline - clock()) >= 0.001:
+            poll(left)
+        if left > 0:
+            time.sleep(left)
 
     def flush(self, timeout_s: float = 10.0) -> None:
         self._p.flush(timeout_s)
