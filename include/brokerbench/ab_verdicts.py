@@ -59,6 +59,24 @@ def side_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
     return base, "B" if is_b else "A"
 
 
+def _trial_label(row: Mapping[str, Any]) -> str:
+    """"trial <k>" of a trial row."""
+    return f"trial {split_trial(str(row.get('workload') or ''))[1]}"
+
+
+#: how much of an unusable trial's status an A/B verdict's evidence quotes (characters)
+WHY_NOT_CHARS = 240
+
+
+def _why_not(row: Mapping[str, Any]) -> str:
+    """Why a trial is not usable: its status without the host's load reasons (those alone would not exclude it)."""
+    status = str(row.get("status") or "no status")
+    if status.startswith("invalid: ") and row.get("invalid_reasons"):
+        status = f"invalid: {row['invalid_reasons']}"
+    why = re.sub(r"(; )+", "; ", HOST_LOAD_REASONS.sub("", status)).replace(": ; ", ": ").strip(" ;")
+    return why if len(why) <= WHY_NOT_CHARS else why[:WHY_NOT_CHARS - 3] + "..."
+
+
 def group_sides(rows: Iterable[Mapping[str, Any]], side_b_variants: Mapping[str, str] | None = None
                 ) -> dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]]:
     """Trial rows by (base workload, broker, side A's variant), then side. ``side_b_variants``: side B's variant ->
@@ -109,7 +127,9 @@ def verdicts(rows: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = METR
         loaded = sum(1 for rs in valid.values() for r in rs if r.get("status") != "ok")
         what = (f"A: {_describe_side(sides['A'])}; B: {_describe_side(sides['B'])}; usable trials "
                 f"{len(valid['A'])} of {len(sides['A'])} (A), {len(valid['B'])} of {len(sides['B'])} (B)"
-                + (f", {loaded} of them invalid for the host's load only" if loaded else ""))
+                + (f", {loaded} of them invalid for the host's load only" if loaded else "")
+                + "".join(f"; {s} {_trial_label(r)} not usable: {_why_not(r)}"
+                          for s, rs in sides.items() for r in rs if not usable(r)))
         version = (valid["B"] or sides["B"])[0].get("broker_version")
         found: suspects.Evidence | None = None  # the candidates' A/B findings, made once if a metric changed
         for m in metrics:

@@ -151,6 +151,8 @@ def test_trials_invalid_for_the_hosts_load_only_count_and_others_do_not():
     rows[0]["invalid_reasons"] += "; client-bound: client process CPU 99 %"
     v = by_metric(verdicts(rows))["publish_latency_p99_ms"]
     assert v.verdict == "not judged: too few valid trials" and "3 valid trial(s) of A" in v.evidence
+    # and the evidence says which trial was left out and why, without the load reasons that alone would not
+    assert "; A trial 1 not usable: invalid: client-bound: client process CPU 99 %" in v.evidence, v.evidence
 
 
 def test_a_run_without_side_b_has_no_ab_verdicts():
