@@ -18,8 +18,10 @@ A candidate is a **suspect** when it changed significantly by at least its minim
 interval excludes 0 and reaches 10 % of side A's median), or the history rule calls it regressed or improved.
 A catalog metric with events on one side only (log flushes with fsync on, none with it off: "no events
 during the phase" on every trial of the other side) is a suspect that **appeared** (or vanished). Suspects
-are ranked by the size of the change (``|log(B / A)|``, a side at 0 counted as the unit's floor; appeared and
-vanished first), then catalog order.
+are ranked the brokers' own metrics first, then the hosts' (a busier disk says where the time went, a broker's
+log flush says what spent it: both move with an fsync per message, by changes of a like size), each group by the
+size of the change (``|log(B / A)|``, a side at 0 counted as the unit's floor; appeared and vanished first), then
+catalog order.
 A suspect must have moved the way that explains the change: its worse way (higher, or lower where the catalog
 says lower is worse) with a regression, its better way with an improvement. A candidate that moved the other way
 went with the change without causing it (behind a slower network Kafka's fetches find data waiting and take
@@ -358,7 +360,8 @@ class Evidence:
         """The suspects of one verdict: ``change``, its direction (None: a change without one, as a version step
         of ``brokerbench compare``), says which moves can explain it (:meth:`Finding.explains`)."""
         order = {f.column: i for i, f in enumerate(self.findings)}
-        ranked = sorted((f for f in self.findings if f.status == "suspect"), key=lambda f: (-f.effect, order[f.column]))
+        ranked = sorted((f for f in self.findings if f.status == "suspect"),
+                        key=lambda f: (f.column.startswith(HOST_PREFIX), -f.effect, order[f.column]))
         return Suspects(head=head, suspects=[f for f in ranked if f.explains(change)],
                         with_it=[f for f in ranked if not f.explains(change)],
                         cleared=[f for f in self.findings if f.status == "cleared"],
