@@ -6,8 +6,9 @@ S3 in the local layout, teardown with nothing left on any host. Pulsar's 3-node 
 brokers, 4.0.7) is installed by the same environment code in tests/integration/test_aws_clusters.py, which checks
 its replication and bookies and kills one of its nodes; it is left out here, where it would add the slowest
 cluster start of the three to the run and no step of the DAG the other two do not take. The same DAG's A/B run
-(compare_with: side B on other Kafka and Pulsar releases, Kafka's in ZooKeeper mode) installs each side's release
-on the same hosts in turn.
+(compare_with: side B on other Kafka and Pulsar releases, Kafka's in ZooKeeper mode, and Pulsar's bookie syncing
+its journal) installs each side's release on the same hosts in turn, and the bookie's journal sync leads the
+suspects of Pulsar's slower side B.
 
 The run has an Airflow database of its own (a copy of the project's), so it runs beside the other DAG tests;
 it shares the fleet's 127.0.1.x addresses with tests/integration/test_aws_clusters.py and runs after it on one
@@ -43,6 +44,7 @@ from support.airflow_db import private_airflow_db  # noqa: E402
 from support.dag_logs import failure_message  # noqa: E402
 
 from brokerbench import ab_verdicts  # noqa: E402
+from brokerbench.metrics import Judgement  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
@@ -181,6 +183,17 @@ AB_VERSIONS = {"kafka": {"A": "4.1.1", "B": "3.2.3"}, "pulsar": {"A": "4.0.7", "
 AB_DRIVERS = {"kafka": "kafka-latency", "pulsar": "pulsar-default"}  # one node: replication factor 1
 AB_TRIALS = 4  # per side: the fewest an A/B run takes (spec/plan.py AB_MIN_TRIALS)
 AB_RATE_MSG_S, AB_PHASE_S = 200, 3
+#: side B's variant, a user's own: the bookie fsyncs its journal before it acknowledges (side A's fsync-off does
+#: not: journalSyncData=false); Kafka's section is fsync-off's (Kafka's defaults), so Kafka's sides differ by the
+#: release alone. Pulsar's differ by the release too, which alone moved none of its verdicts (4.0.7 against 3.0.7:
+#: publish p50 B/A 1.01 [0.94, 1.07], every metric unchanged, in this test before the variant joined it)
+AB_VARIANT_B = {"description": "the bookie syncs its journal (Kafka as fsync-off)",
+                "kafka": {"driver": {}, "broker": {}}, "pulsar": {"driver": {}, "broker": {"journalSyncData": True}}}
+#: the bookie's own journal sync figures (the separate bookie the install scripts start; standalone's has none).
+#: Syncs per second first: with journalSyncData=false the journal still syncs, rarely and with more to write, so a
+#: sync's mean time falls when fsync goes on (0.67-17.7 ms per trial of side A, 0.09-0.14 ms of side B, one run)
+JOURNAL_SYNC = ("pulsar_bookie_journal_syncs_per_s", "pulsar_bookie_journal_sync_mean_ms",
+                "pulsar_bookie_journal_sync_p99_ms")
 
 
 def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_judges_them(
@@ -191,11 +204,15 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
     its own release (the other's logs, ledgers and metadata cleared; Kafka's ZooKeeper retired when KRaft returns),
     each side's trials measured by the worker on the client host,
     the sides judged per metric in the summary's verdicts, and nothing left anywhere after the teardown. One broker
-    node (a replication factor of 1): the 3-node clusters are the test above's."""
+    node (a replication factor of 1): the 3-node clusters are the test above's. Side B's Pulsar also syncs the
+    bookie's journal (a variant file of the user's own): its slower side B must name the journal sync first."""
+    variant = tmp_path / "journal-sync.yaml"
+    variant.write_text(json.dumps(AB_VARIANT_B))
     conf = {"brokers": list(AB_VERSIONS), "variants": ["fsync-off"], "trials": AB_TRIALS,
             "driver_files": [str(ROOT / "include" / "drivers" / f"{d}.yaml") for d in AB_DRIVERS.values()],
             "broker_versions": {b: v["A"] for b, v in AB_VERSIONS.items()},
-            "compare_with": {"broker_versions": {b: v["B"] for b, v in AB_VERSIONS.items()}},
+            "compare_with": {"broker_versions": {b: v["B"] for b, v in AB_VERSIONS.items()},
+                             "variants": [str(variant)]},
             "test_duration_minutes": AB_PHASE_S / 60, "warmup_duration_minutes": 0.05,
             "rate_override_msg_s": AB_RATE_MSG_S, "interval_seconds": 1,
             "instance_types": {"broker": "t3.micro", "metadata": "t3.micro", "client": "t3.micro"}}
@@ -208,13 +225,15 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
     verdicts = json.loads(read("summary/regression.json"))["verdicts"]
     for broker, versions in AB_VERSIONS.items():
         # each side's release installed on the one broker host, the last deploy of each side recorded
-        deployed = {side: json.loads(read(f"provenance/{broker}__fsync-off{'.B' if side == 'B' else ''}.json"))
-                    for side in versions}
+        deployed = {side: json.loads(read(f"provenance/{broker}__{'journal-sync.B' if side == 'B' else 'fsync-off'}"
+                                          ".json")) for side in versions}
         for side, version in versions.items():
             assert deployed[side]["version"].startswith(version), deployed[side]
             assert deployed[side]["nodes"] == 1, deployed[side]
         assert deployed["B"]["side"] == "B"
-        switches = [line for line in text.splitlines() if f": deploying {broker} afresh (version " in line]
+        switches = [line for line in text.splitlines()
+                    if f": deploying {broker} afresh (variant journal-sync, version {versions['B']})" in line
+                    or f": deploying {broker} afresh (variant fsync-off, version {versions['A']})" in line]
         assert len(switches) == 4, switches  # A | B B | A A | B B | A: the deploy task's, then one per change of side
         # every trial of both sides measured on its side's release, each phase's messages all acknowledged
         mine = [r for r in rows if r["broker"] == broker]
@@ -223,6 +242,11 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
             side_b = ".B.trial" in r["workload"]
             assert r["broker_version"].startswith(versions["B" if side_b else "A"]), r
             assert int(float(r["messages_acked"])) == AB_RATE_MSG_S * AB_PHASE_S, r
+        if broker == "pulsar":  # each side's bookie, a process of its own: side B's syncs its journal, side A's not
+            sync = {s: sorted(float(r[JOURNAL_SYNC[0]] or 0) for r in mine
+                              if (".B.trial" in r["workload"]) == (s == "B")) for s in ("A", "B")}
+            print(f"JOURNAL-SYNC syncs per second per trial: {sync}")
+            assert len(sync["A"]) == len(sync["B"]) == AB_TRIALS and sync["B"][0] > max(0.0, 5 * sync["A"][-1]), sync
         # the sides judged per metric from them
         ab = [v for v in verdicts if v["rule"] == "A/B" and v["broker"] == broker]
         print("\n".join(f"A/B {broker} {v['metric']}: {v['verdict']}: {v['evidence']}" for v in ab))
@@ -234,6 +258,11 @@ def test_an_ab_run_installs_each_sides_release_on_the_same_hosts_in_turn_and_jud
                   for s in ("A", "B")}
         if min(usable.values()) >= AB_TRIALS:
             assert p50["interval"]["n_a"] == p50["interval"]["n_b"] == AB_TRIALS, p50
+            for v in ab:  # a change the verdicts found on Pulsar is explained by the bookie's journal sync first
+                if broker == "pulsar" and v["verdict"] in (Judgement.REGRESSED, Judgement.IMPROVED):
+                    print(f"SUSPECTS pulsar {v['metric']}: {v['suspects']['sentence']}")
+                    first = v["suspects"]["suspects"][0]
+                    assert first["column"] in JOURNAL_SYNC and first["direction"] == "up", v["suspects"]
         else:
             assert p50["verdict"].startswith("not judged: too few valid trials"), p50
             assert f"{usable['A']} valid trial(s) of A and {usable['B']} of B" in p50["evidence"], p50
