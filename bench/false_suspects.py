@@ -13,10 +13,11 @@ run it reads ``summary/regression.json`` and ``summary/summary.csv`` and prints 
 
 then the totals: the share of runs that named any suspect, and the share of compared candidates flagged ungated.
 
-    .venv/bin/python bench/false_suspects.py --broker kafka --runs 4 [--duration 2] [--trials 4]
+    .venv/bin/python bench/false_suspects.py --broker kafka --runs 4 [--duration 2] [--warmup 1] [--trials 4]
     .venv/bin/python bench/false_suspects.py --rejudge <results root>   # the runs already under a results root
 
-``--duration`` is the measured phase in minutes (default: the suite's, 2 minutes for nightly-latency).
+``--duration`` is the measured phase in minutes (default: the suite's, 2 minutes for nightly-latency), ``--warmup``
+the warm-up after each deploy (default: the suite's).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def judge_run(run_dir: Path) -> dict:
 def one_run(args: argparse.Namespace, results: Path) -> Path:
     version = args.version or DEFAULT_VERSIONS[args.broker]
     conf = {"results_root": str(results), "trials": args.trials,
-            "compare_with": {"broker_versions": {args.broker: version}}}
+            "compare_with": {"broker_versions": {args.broker: version}},
+            **({"warmup_duration_minutes": args.warmup} if args.warmup is not None else {})}
     cmd = [BROKERBENCH, "bench", "--suite", args.suite, "--brokers", args.broker, "--variants", args.variant,
            "--conf", json.dumps(conf)]
     if args.duration:
@@ -81,6 +83,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--trials", type=int, default=4, help="trials per side (default 4, the fewest an A/B run takes)")
     ap.add_argument("--duration", type=float, help="measured phase in minutes (default: the suite's)")
+    ap.add_argument("--warmup", type=float, help="warm-up after each deploy in minutes (default: the suite's)")
     ap.add_argument("--rejudge", type=Path, help="judge the runs under this results root; measure nothing")
     args = ap.parse_args()
     if args.rejudge:
