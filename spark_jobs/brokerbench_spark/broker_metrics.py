@@ -9,7 +9,8 @@ Per interval (``brokermetrics.csv``): one row per phase, target (``kafka@127.0.0
 metric and scrape, on the time axis of the latency charts: ``t_s`` is seconds since the first interval of the
 phase's workers (negative before it).
 
-- gauge: the value read; quantile: the broker's own quantile as read;
+- gauge: the value read; quantile: the broker's own quantile as read (a quantile that names its count is read
+  as ``[quantile, count]``);
 - counter: its increase since the previous scrape per second (a value below the previous one is a restart:
   the counter counted from 0 again, so its increase is the value itself, as Prometheus' ``rate`` does);
 - timer: the increase of its sum over the increase of its count (a mean per event of the interval; no event:
@@ -21,7 +22,9 @@ Per phase (columns of the summary row, named by the metric's id, which ends with
 phase's scrapes (the last one before the phase's first interval is the counters' starting point):
 
 - gauge and ratio: the mean or the highest of the scrapes (the catalog's ``phase``); quantile: the highest (a
-  quantile is never averaged);
+  quantile is never averaged), and for one that names its count only when the phase had the catalog's
+  ``min_events`` of its events (fewer: ``too few events during the phase``, as the quantile is then of the
+  broker's events before the phase);
 - counter: its increase over the phase per second; timer: the sum's increase over the count's (the exact mean
   per event over the phase);
 - several nodes (one file per broker host on a fleet): the worst node (the highest, or the lowest where lower is
@@ -113,7 +116,9 @@ def _step(kind: str, prev: Any, cur: Any, dt: float) -> float | None:
 
 def interval_values(kind: str, readings: list[tuple[float, Any]]) -> list[tuple[float, float]]:
     """(ts, figure) per scrape of one metric on one target (counters and timers from their second reading)."""
-    if kind in ("gauge", "quantile"):
+    if kind == "quantile":
+        return [(ts, float(v[0] if isinstance(v, list) else v)) for ts, v in readings]
+    if kind == "gauge":
         return [(ts, float(v)) for ts, v in readings]
     if kind == "ratio":
         return [(ts, s / c) for ts, (s, c) in readings if c > 0]
@@ -130,6 +135,8 @@ def phase_value(kind: str, stat: str, readings: list[tuple[float, Any]], start: 
     """The phase figure of one metric on one target from its readings (ts, raw value), ``start``/``end`` the
     measured phase's (unix s; None: all readings)."""
     inside = [(t, v) for t, v in readings if (start is None or t >= start) and (end is None or t <= end)]
+    if kind == "quantile":
+        inside = [(t, v[0] if isinstance(v, list) else v) for t, v in inside]
     if kind == "ratio":
         inside = [(t, s / c) for t, (s, c) in inside if c > 0]
         kind = "gauge"
@@ -156,6 +163,17 @@ def phase_value(kind: str, stat: str, readings: list[tuple[float, Any]], start: 
     return ds / dc if dc > 0 else None
 
 
+def phase_events(readings: list[tuple[float, Any]], start: float | None, end: float | None) -> float | None:
+    """The events a quantile read as ``[quantile, count]`` is of during the phase: the count's increase from the
+    last reading before the start to the last inside (a reset counted from 0 again); None when it has no count."""
+    counted = [(t, v[1]) for t, v in readings if isinstance(v, list)]
+    if not counted:
+        return None
+    span = [(t, c) for t, c in counted if start is not None and t < start][-1:] + [
+        (t, c) for t, c in counted if (start is None or t >= start) and (end is None or t <= end)]
+    return float(sum((c1 - c0 if c1 >= c0 else c1) for (_, c0), (_, c1) in zip(span, span[1:])))
+
+
 def _across(how: str, worse: str, values: list[float]) -> float | None:
     """The nodes' figures as one: their sum, or the worst node's (files before ``worst`` said ``max``)."""
     if not values:
@@ -177,7 +195,9 @@ def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phase
     columns: list[str] = []
     per_node: dict[tuple, dict[str, list[float]]] = {}  # row -> metric -> each node's phase figure
     across: dict[str, tuple[str, str]] = {}  # metric -> (its catalog's across, worse)
+    mins: dict[str, int] = {}  # metric -> its catalog's min_events
     silent: dict[tuple, set[str]] = {}
+    scarce: dict[tuple, dict[str, float]] = {}  # row -> quantile id -> the most events a node had of it
     for f in brokers:
         workload, driver, variant, phase = f.key
         info = phases.get((workload, driver, variant)) or {}
@@ -186,6 +206,7 @@ def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phase
         per_metric: dict[str, list[float]] = defaultdict(list)
         notes: list[str] = []
         quiet: list[str] = []
+        few: dict[str, float] = {}  # a quantile's id -> its events in the phase, fewer than its min_events
         roles = {(t.get("broker"), t.get("role", "broker")): t for t in f.targets.values()}
         for m in f.catalog:
             if m["id"] not in columns:
@@ -219,6 +240,11 @@ def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phase
                                  "phase": phase, "target": name, "node": target.get("node", ""), "metric": m["id"],
                                  "unit": m["unit"], "ts": ts, "t_s": None if start is None else round(ts - start, 3),
                                  "value": value})
+                if measured and m["kind"] == "quantile":
+                    events = phase_events(readings, start, info.get("end"))
+                    if events is not None and events < m.get("min_events", 0):
+                        few[m["id"]] = max(events, few.get(m["id"], 0.0))
+                        continue
                 if measured:
                     v = phase_value(m["kind"], m.get("phase", "mean"), readings, start, info.get("end"))
                     if v is not None:
@@ -232,12 +258,18 @@ def tables(brokers: list[PhaseFile], hosts: list[tuple[tuple, str, list]], phase
             for mid, vals in per_metric.items():
                 nodes[mid] += vals
             across.update({m["id"]: (m.get("across", "worst"), m.get("worse", "higher")) for m in f.catalog})
+            mins.update({m["id"]: m.get("min_events", 0) for m in f.catalog})
             out = figures.setdefault(key, {NOTES: []})
             out[NOTES] += notes
             silent.setdefault(key, set()).update(quiet)
+            thin = scarce.setdefault(key, {})
+            thin.update({mid: max(n, thin.get(mid, 0.0)) for mid, n in few.items()})
     for key, nodes in per_node.items():
         figures[key].update({mid: _across(*across[mid], vals) for mid, vals in nodes.items()})
         figures[key][NOTES] += [f"{mid}: no events during the phase" for mid in sorted(silent.get(key, ()))
+                                if mid not in nodes and mid not in scarce.get(key, {})]
+        figures[key][NOTES] += [f"{mid}: too few events during the phase ({n:.0f}; its quantile needs "
+                                f"{mins.get(mid, 0)})" for mid, n in sorted(scarce.get(key, {}).items())
                                 if mid not in nodes]
     for key, host, samples in hosts:
         workload, driver, variant, phase = key

@@ -2,7 +2,7 @@
 verdicts step (tests/support/kafka_ab.py), each with one cause injected on side B by a user's own variant file.
 The suspects, not the test, must find it (docs/analytics.md, "Suspects"):
 
-- side B's clients reach the broker through a 4-ms delay proxy (the variant's only setting is Kafka's
+- side B's clients reach the broker through a 25-ms delay proxy (the variant's only setting is Kafka's
   ``advertised.listeners``: the proxy's port). The delay is between the clients and the broker, so publishing
   must be slower and the suspects must name none of the broker's own metrics, and say so;
 - side B's broker runs on a 48 MB heap on the serial collector: its GC time (medians) must be many times side A's, and named
@@ -27,7 +27,10 @@ from support.kafka_ab import TRIALS, ab_verdicts, run_ab, too_few_usable  # noqa
 
 pytestmark = pytest.mark.integration
 
-DELAY_S = 0.004  # every broker-to-client byte of side B, 4 ms later: twice Kafka's publish p50 here
+#: every broker-to-client byte of side B, 25 ms later: beyond the publish p50 of side A's trials also when the other
+#: test worker's brokers load the machine (12 to 20 ms there in one CI run, where a 4-ms delay was not told apart:
+#: B/A 1.14 [0.71, 1.88])
+DELAY_S = 0.025
 RATE_MSG_S = 1000  # side B's collections: 56 to 107 ms of pause a second at this rate in one run (2 to 8 on A)
 
 
@@ -44,7 +47,7 @@ def test_a_delay_between_the_clients_and_kafka_slows_publishing_and_names_no_bro
     caplog.set_level("INFO", logger="brokerbench")
     try:
         ctx = run_ab(tmp_path, monkeypatch, "behind-a-delay", {
-            "description": "fsync-off, every client behind a 4-ms proxy",
+            "description": "fsync-off, every client behind a 25-ms proxy",
             "kafka": {"driver": {}, "broker": {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}}})
     finally:
         proxy.close()
@@ -54,8 +57,7 @@ def test_a_delay_between_the_clients_and_kafka_slows_publishing_and_names_no_bro
         return
     p50 = next(v for v in ab if v["metric"] == "publish_latency_p50_ms")
     assert p50["verdict"] == Judgement.REGRESSED, p50
-    # the proxy's 4 ms on a publish p50 of about 2 ms (B/A 2.58 [1.29, 4.36] in one CI run beside the other test
-    # worker: the interval's low end is the trials' noise, the ratio the proxy's)
+    # the proxy's 25 ms on a publish p50 of 2 ms on an idle machine, of up to 20 ms on a loaded one
     assert p50["interval"]["ratio"] > 1.5, p50
     for v in changes(ab):  # every change the run found: none of the broker's own metrics is a suspect of it
         s = v["suspects"]

@@ -132,6 +132,32 @@ def test_a_timer_without_events_in_the_phase_is_named_not_left_blank():
         figures[("w", "kafka", "d", "v")][bm.NOTES]
 
 
+def test_a_quantile_of_fewer_events_in_the_phase_than_it_needs_is_no_figure_of_the_phase():
+    """Kafka's log flush p99 is of the broker's reservoir: 3 flushes in a phase read the p99 of the flushes
+    before it. A quantile that names its count gets a phase figure only from min_events events in the phase."""
+    text = "kafka_log_flush_time_ms_99thpercentile 42.0\nkafka_log_flush_time_ms_count 57\n"
+    assert extract(text, catalog("kafka").metrics)["kafka_log_flush_time_p99_ms"] == [42.0, 57.0]
+    t = Target("kafka", "broker", "127.0.0.1", "http://127.0.0.1:1/metrics", "apache-kafka", "4.1.1")
+    need = next(m.min_events for m in catalog("kafka").metrics if m.id == "kafka_log_flush_time_p99_ms")
+
+    def phase(counts):
+        lines = [{"ts": 100.0 + i, "target": t.name, "values": {"kafka_log_flush_time_p99_ms": [40.0 + i, c]}}
+                 for i, c in enumerate(counts)]
+        rows, figures, _ = bm.tables([_file(lines, [t])], [], {("w", "d", "v"): {"broker": "kafka", "start": 100.5,
+                                                                                 "end": 103.5}})
+        return rows, figures[("w", "kafka", "d", "v")]
+
+    # the baseline (the scrape before the phase: 50) to the last inside: 3 events
+    rows, few = phase([50, 51, 52, 53])
+    assert "kafka_log_flush_time_p99_ms" not in few
+    assert f"kafka_log_flush_time_p99_ms: too few events during the phase (3; its quantile needs {need})" \
+        in few[bm.NOTES]
+    assert [r["value"] for r in rows if r["metric"] == "kafka_log_flush_time_p99_ms"] == [40.0, 41.0, 42.0, 43.0]
+    # enough of them (10, then a broker restart counted from 0 again: 5, then need more): the highest scrape
+    _, many = phase([50, 60, 5, 5 + need])
+    assert many["kafka_log_flush_time_p99_ms"] == 43.0 and "too few" not in many[bm.NOTES]
+
+
 @pytest.mark.parametrize("broker", CATALOG_BROKERS)
 def test_the_scraper_parses_the_catalogs_lines_alone_and_reads_the_same_values(broker):
     metrics = catalog(broker).metrics

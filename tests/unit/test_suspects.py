@@ -186,6 +186,15 @@ def test_a_regression_against_history_names_the_metric_whose_series_moved_with_i
     assert all(x.suspects is None for x in vs if x.verdict != Judgement.REGRESSED and x.verdict != "improved")
 
 
+def test_a_quantile_of_too_few_events_on_one_side_is_not_compared_and_never_appeared():
+    # side A flushed, a few times a trial: too few for its flush quantile to be of the phase (the aggregation's
+    # note), which is no sign that flushes appeared on side B
+    rows = trial_rows(*fsync_a_b(), notes_a=f"{FLUSH}: too few events during the phase (6; its quantile needs 100)")
+    s = p99_verdict(rows).suspects
+    assert [f["column"] for f in s["suspects"]] == [LOCAL], s
+    assert FLUSH in s["not_compared"], s
+
+
 def test_a_flush_that_appears_against_a_history_without_flushes_is_named():
     quiet = f"{FLUSH}: no events during the phase"
     rows = history_rows([(10.0 + 0.05 * (i % 3), None) for i in range(6)], notes=quiet) + \
@@ -198,12 +207,17 @@ def test_a_flush_that_appears_against_a_history_without_flushes_is_named():
     assert v.suspects["suspects"][0]["direction"] == "appeared"
 
 
-def fsync_rows() -> list[dict]:
+def fsync_a_b() -> tuple[dict, dict]:
+    """Per-trial figures of side A (fsync off: no flush figure) and side B (fsync on)."""
     a = {"publish_latency_p99_ms": jitter(10, seed=1), LOCAL: jitter(0.2, seed=2), GC: jitter(3.0, seed=3),
          FLUSH: [None] * 4}
     b = {"publish_latency_p99_ms": jitter(14, seed=6), LOCAL: jitter(1.6, seed=7), GC: jitter(3.0, seed=8),
          FLUSH: jitter(3.2, seed=11)}
-    return trial_rows(a, b, notes_a=f"{FLUSH}: no events during the phase")
+    return a, b
+
+
+def fsync_rows() -> list[dict]:
+    return trial_rows(*fsync_a_b(), notes_a=f"{FLUSH}: no events during the phase")
 
 
 def test_the_sentence_leads_the_report_the_terminal_summary_regression_json_and_csv(tmp_path):
