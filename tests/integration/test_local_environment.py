@@ -53,6 +53,22 @@ def listening_ports() -> dict[int, str]:
     return {c.laddr.port: c.laddr.ip for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
 
 
+def listeners_under(ports: set[int], state_dir: Path) -> dict[int, str]:
+    """The listeners on ``ports`` of processes whose command line names ``state_dir`` (a broker of that state
+    directory: its config and logs are there): port -> command line. Another test's process may take a freed
+    port, and is not one of these."""
+    out = {}
+    for c in psutil.net_connections(kind="inet"):
+        if c.status == psutil.CONN_LISTEN and c.laddr.port in ports:
+            try:
+                cmd = " ".join(psutil.Process(c.pid).cmdline()) if c.pid else "?"
+            except psutil.Error:
+                continue  # gone since
+            if cmd == "?" or str(state_dir) in cmd:
+                out[c.laddr.port] = cmd[:300]
+    return out
+
+
 def assert_nothing_left(env: LocalEnvironment, broker: str, ports: dict[str, int]) -> None:
     """Every pid recorded for ``broker`` is gone and nothing listens on its ports."""
     entries = recorded(env, broker)
@@ -247,14 +263,16 @@ def test_teardown_after_a_crashed_task_leaves_no_process(tmp_path):
     entries = recorded_processes(state_dir)
     assert {e["broker"] for e in entries if is_alive(e)} == {"kafka", "pulsar"}, "brokers did not outlive the task"
 
+    ports = set(json.loads((state_dir / "kafka" / "broker.json").read_text())["ports"].values()) | \
+        set(json.loads((state_dir / "pulsar" / "broker.json").read_text())["ports"].values())
+    assert listeners_under(ports, state_dir), "the brokers' listeners are not seen"
+
     env = LocalEnvironment("dag/run", {"state_dir": str(state_dir)})  # a new object: only the state dir remains
     record = env.teardown()
     assert {s["broker"] for s in record["stopped"]} >= {"kafka", "pulsar"}
     assert record["remaining"] == [] and record["errors"] == []
     assert [e for e in entries if is_alive(e)] == []
-    ports = set(json.loads((state_dir / "kafka" / "broker.json").read_text())["ports"].values()) | \
-        set(json.loads((state_dir / "pulsar" / "broker.json").read_text())["ports"].values())
-    assert ports and not ports & set(listening_ports())
+    assert listeners_under(ports, state_dir) == {}
 
     again = LocalEnvironment("dag/run", {"state_dir": str(state_dir)}).teardown()  # twice is fine
     assert again["stopped"] == [] and again["errors"] == []
