@@ -42,8 +42,10 @@ DIRECTORY_MARKERS = {"integration": "integration", "e2e": "e2e", "deploy": "depl
 #: - then every other module as a group of its own (its module-scoped brokers and Spark jobs start once).
 #: The first three take most of the time, so they start first; the modules fill in after.
 SERIAL_GROUPS = {"e2e": "airflow-db", "faults": "airflow-db", "deploy": "deployment"}
-#: modules whose group is not their directory's
-SERIAL_MODULES = {"tests/integration/test_aws_clusters.py": "aws-fleet", "tests/e2e/test_aws_cluster_dag.py": "aws-fleet"}
+#: modules whose group is not their directory's; a DAG run with an Airflow database and a brokerbench home of its
+#: own (tests/support/airflow_db.py) is a group of its own, beside the others
+SERIAL_MODULES = {"tests/integration/test_aws_clusters.py": "aws-fleet", "tests/e2e/test_aws_cluster_dag.py": "aws-fleet",
+                  "tests/e2e/test_sweep_dag.py": "tests/e2e/test_sweep_dag.py"}
 GROUP_ORDER = ("airflow-db", "aws-fleet", "deployment")
 
 

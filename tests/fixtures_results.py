@@ -417,7 +417,8 @@ def write_sweep_run(
             stable = not (w == 0 and step >= unstable_from)
             st.stable = st.stable and stable
             steps_doc.append({"step": step, "target_rate_msg_s": rate / workers, "achieved_rate_msg_s": rate / workers,
-                              "stable": stable, "reason": None if stable else "backlog grew"})
+                              "stable": stable, "reason": None if stable else "backlog grew",
+                              "publish_p99_bound_ms": 200.0})
         path = run_dir / "raw" / workload / driver / variant / "sweep" / f"{worker}.jsonl"
         lines_recs = []
         for r in recs:

@@ -595,7 +595,8 @@ def _sweep_rows(run: int, combo: dict, metas, phase: _Phase, hist: Histograms) -
 
     Latencies are merged exactly per step across workers and intervals; target rate = sum over workers of the
     step's target; achieved rates = counter / seconds of load of the step; ``stable`` = every worker's end
-    record calls the step stable (null when none says); ``reasons`` = the workers' distinct reasons."""
+    record calls the step stable (null when none says); ``publish_p99_bound_ms`` = the publish latency p99 bound
+    they judged it by; ``reasons`` = the workers' distinct reasons."""
     by_step: dict = defaultdict(list)
     verdicts: dict = defaultdict(list)
     for f, m in metas:
@@ -626,6 +627,7 @@ def _sweep_rows(run: int, combo: dict, metas, phase: _Phase, hist: Histograms) -
         said = verdicts.get(step, [])
         stable = _min(None if s.get("stable") is None else int(s["stable"]) for s in said)
         reasons = "; ".join(sorted(set(_present(s.get("reason") for s in said))))
+        bound = _max(s.get("publish_p99_bound_ms") for s in said)
         wide = hist.wide(1, None, step)
         rows.append({
             "run": run, **combo, "step": step,
@@ -645,6 +647,7 @@ def _sweep_rows(run: int, combo: dict, metas, phase: _Phase, hist: Histograms) -
             "messages_received": sums["received"], "send_errors": sums["send_errors"],
             **_latency(wide, LATENCY),
             "stable": None if stable is None else bool(stable),
+            "publish_p99_bound_ms": bound,
             "reasons": reasons or None,
         })
     highest = _max(r["target_rate_msg_s"] for r in rows if r["stable"])

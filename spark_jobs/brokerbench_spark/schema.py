@@ -105,6 +105,8 @@ def _record(histogram: T.StructType) -> T.StructType:
             T.StructField("achieved_rate_msg_s", T.DoubleType()),
             T.StructField("stable", T.BooleanType()),
             T.StructField("reason", T.StringType()),
+            #: the workload's publish latency p99 bound of a stable step, ms (absent in older workers' files)
+            T.StructField("publish_p99_bound_ms", T.DoubleType()),
         ]))),
         T.StructField("highest_stable_rate_msg_s", T.DoubleType()),
         T.StructField("validity", T.StructType([

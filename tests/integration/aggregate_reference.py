@@ -136,6 +136,7 @@ RECORD = T.StructType([
         T.StructField("achieved_rate_msg_s", T.DoubleType()),
         T.StructField("stable", T.BooleanType()),
         T.StructField("reason", T.StringType()),
+        T.StructField("publish_p99_bound_ms", T.DoubleType()),
     ]))),
     T.StructField("highest_stable_rate_msg_s", T.DoubleType()),
     T.StructField("validity", T.StructType([
@@ -731,9 +732,10 @@ def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
                 .join(sweep_meta, on="file", how="inner")
                 .select(*COMBO, F.explode("sweep_steps").alias("s"))
                 .select(*COMBO, F.col("s.step").alias("step"), F.col("s.stable").alias("stable"),
-                        F.col("s.reason").alias("reason"))
+                        F.col("s.reason").alias("reason"), F.col("s.publish_p99_bound_ms").alias("bound"))
                 .groupBy(*keys).agg(
                     F.min(F.col("stable").cast("int")).cast("boolean").alias("stable"),
+                    F.max("bound").alias("publish_p99_bound_ms"),
                     F.concat_ws("; ", F.array_sort(F.collect_set("reason"))).alias("reasons")))
 
     def rate(col: str) -> F.Column:
@@ -749,7 +751,7 @@ def sweep_summary(records: DataFrame) -> list[dict[str, Any]]:
                      rate("messages_received").alias("consume_rate_msg_s"),
                      rate("send_errors").alias("publish_error_rate_msg_s"),
                      "measured_seconds", "workers", "intervals", "messages_sent", "messages_acked",
-                     "messages_received", "send_errors", *latency_cols, "stable",
+                     "messages_received", "send_errors", *latency_cols, "stable", "publish_p99_bound_ms",
                      F.when(F.col("reasons") != "", F.col("reasons")).alias("reasons"))
              .withColumn("highest_stable_rate_msg_s",
                          F.max(F.when(F.col("stable"), F.col("target_rate_msg_s"))).over(Window.partitionBy(*COMBO)))

@@ -126,6 +126,7 @@ def test_sweep_csv_one_row_per_step_with_exact_latencies(run):
                     (row["step"], hist, label)
         assert row["stable"] == str(st.stable)
         assert row["reasons"] == ("" if st.stable else "backlog grew")
+        assert float(row["publish_p99_bound_ms"]) == 200.0  # the bound the workers judged the step by
         assert float(row["highest_stable_rate_msg_s"]) == 5000.0
 
 

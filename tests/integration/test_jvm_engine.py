@@ -157,6 +157,30 @@ def test_a_measured_phase_records_nothing_of_its_lead_in(pulsar, library):
     assert _summary(str(out))["lead_in_s"] == 1.0  # the summary row, and so the history, says how long it was
 
 
+@pytest.mark.parametrize("library", ["pulsar-client", "pulsar-client-java"])  # the Python worker, the engine
+def test_a_sweep_step_that_keeps_its_rate_but_not_the_publish_p99_bound_is_not_stable(pulsar, library):
+    """Each engine judges a throughput-sweep step by the workload's sweepMaxPublishP99Ms too: at 0.05 ms (no
+    broker acknowledges that fast over loopback) the first step is unstable by that bound, whatever else a loaded
+    host adds, and the sweep stops there with no stable rate. (The run param that sets it, through
+    a DAG run: tests/e2e/test_sweep_dag.py.)"""
+    ep, state = pulsar
+    job = make_job("pulsar", ep, library, rate=0, duration_s=4, topic=f"bound-{uuid.uuid4().hex[:8]}",
+                   kind="throughput-sweep", sweep_rates_msg_s=[500, 1000], step_duration_s=2, interval_s=1,
+                   workload={"sweepMaxPublishP99Ms": 0.05})
+    job["driver"] = {**job["driver"], "name": "pulsar-default"}
+    prepare_job(job)
+    out = state / "sweep-bound" / f"{library}.jsonl"
+    run_job(job, str(out), progress=print)
+    end = records(out)[-1]
+    (step,) = end["sweep_steps"]  # unstable: the sweep stops after it
+    print(library, step)
+    assert step["stable"] is False and step["publish_p99_bound_ms"] == 0.05, step
+    assert step["publish_latency_p99_us"] > 50, step
+    assert f"publish p99 {step['publish_latency_p99_us'] / 1000:,.1f} ms > 0.05 ms (the step's latency bound)" \
+        in step["reason"], step
+    assert end["highest_stable_rate_msg_s"] is None
+
+
 def same_rows(ep, state: Path, python_library: str, java_library: str) -> dict[str, dict]:
     """One workload with the Python driver and with the JVM engine: the same columns, publish rates within 1 %,
     the engine's files as the Python worker's, its merged percentiles those of its intervals."""

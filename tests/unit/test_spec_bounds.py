@@ -97,6 +97,7 @@ CASES: dict[str, Case] = {
     "workload.randomizedPayloadPoolSize": Case("workload", "randomizedPayloadPoolSize", {**WORKLOAD, **RANDOMIZED}),
     "workload.producerRate": Case("workload", "producerRate", WORKLOAD),
     "workload.sweepRatesMsgS[]": Case("workload", "sweepRatesMsgS[]", WORKLOAD),
+    "workload.sweepMaxPublishP99Ms": Case("workload", "sweepMaxPublishP99Ms", WORKLOAD),
     "workload.sweepRatesMsgS": Case("workload", "sweepRatesMsgS", WORKLOAD,
                                     value_of=lambda n: [1000.0] * int(n)),
     "workload.consumerBacklogSizeGB": Case("workload", "consumerBacklogSizeGB", WORKLOAD),

@@ -51,7 +51,8 @@ def _sweep_rows(workload: str) -> list[dict]:
                          "step": step, "target_rate_msg_s": rate, "publish_rate_msg_s": rate * 0.99,
                          "consume_rate_msg_s": rate * 0.99, "publish_latency_p50_ms": 2.0 + step,
                          "publish_latency_p99_ms": 5.0 * (step + 1), "e2e_latency_p99_ms": 6.0 * (step + 1),
-                         "stable": step < 2, "reasons": "" if step < 2 else "backlog grew"})
+                         "stable": step < 2, "publish_p99_bound_ms": 200.0,
+                         "reasons": "" if step < 2 else "backlog grew"})
     return rows
 
 
@@ -75,6 +76,35 @@ def test_a_throughput_suites_report_leads_with_the_latency_vs_throughput_chart()
     assert page.count('<h2 id="sweep">') == 1 and chart == page.find('<figure class="chart"')
     # a sweep-only run has no summary rows, which is no failure: said so, not flagged
     assert "this run's workloads are throughput sweeps" in page and "nothing was measured" not in page
+
+
+def test_a_sweeps_publish_p99_bound_is_the_param_over_the_workload_and_the_report_states_it():
+    """sweep_max_publish_p99_ms replaces every workload's sweepMaxPublishP99Ms (unset: the worker's default, 200
+    ms); a bad value is refused naming the param; the sweep's chart says what a stable step keeps."""
+    from brokerbench.spec.errors import SpecError
+    from brokerbench.spec.params import SWEEP_MAX_PUBLISH_P99_MS
+    from brokerbench.worker.job import SWEEP_MAX_PUBLISH_P99_MS as WORKER_DEFAULT
+    from brokerbench.worker.job import Job, JobWorkload
+
+    suite = load_suite("throughput-sweep")
+    assert {i.workload.sweep_max_publish_p99_ms for i in build_plan(suite, {}).items} == {None}
+    plan = build_plan(suite, {"sweep_max_publish_p99_ms": 0.5})
+    assert {i.workload.sweep_max_publish_p99_ms for i in plan.items} == {0.5}
+    # what the worker judges the steps by: the workload's field in the job (the JVM engine reads the same key)
+    job = Job.build(workload=JobWorkload.parse(plan.items[0].workload.to_omb_dict()), worker="w", phase="measure",
+                    broker="kafka", driver={}, endpoint={}, topics=["t"], duration_s=1)
+    assert job.workload.sweep_max_publish_p99_ms == 0.5
+    assert JobWorkload.parse({}).sweep_max_publish_p99_ms == WORKER_DEFAULT == SWEEP_MAX_PUBLISH_P99_MS == 200.0
+    java = (Path(__file__).resolve().parents[2] / "include" / "jvm-worker" / "src" / "main" / "java" / "brokerbench"
+            / "jvm" / "Phase.java").read_text()
+    assert f"SWEEP_MAX_PUBLISH_P99_MS = {WORKER_DEFAULT};" in java and '"sweepMaxPublishP99Ms"' in java
+    for bad in (0, -1, 600_001):
+        with pytest.raises(SpecError) as e:
+            build_plan(suite, {"sweep_max_publish_p99_ms": bad})
+        assert e.value.field == "sweep_max_publish_p99_ms", e.value
+    page = render_html(_data("throughput-sweep", [], _sweep_rows("w")))
+    assert "w: publish latency p99 vs achieved rate (a stable step: publish p99 at most 200 ms)" in page
+    assert '<th title="stable">stable</th><th title="publish_p99_bound_ms">publish p99 bound' in page  # and the table
 
 
 def test_a_latency_runs_report_keeps_its_order():

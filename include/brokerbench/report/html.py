@@ -543,7 +543,7 @@ def trends_section(data: RunData) -> dict[str, Any] | None:
 
 SWEEP_COLUMNS = ["workload", "broker", "client_library", "variant", "step", "target_rate_msg_s", "publish_rate_msg_s",
                  "consume_rate_msg_s", "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_p99_ms",
-                 "publish_delay_p99_us", "stable", "reasons"]
+                 "publish_delay_p99_us", "stable", "publish_p99_bound_ms", "reasons"]
 
 
 def sweep_section(data: RunData) -> dict[str, Any] | None:
@@ -568,7 +568,10 @@ def sweep_section(data: RunData) -> dict[str, Any] | None:
                               hover=[_step_text(r) for r in steps],
                               symbols=["circle" if r.get("stable") is not False else "x" for r in steps]))
         if lines:
-            fig = latency_vs_throughput_figure(f"{workload}: publish latency p99 vs achieved rate", lines,
+            bounds = sorted({float(r["publish_p99_bound_ms"]) for r in data.sweep if str(r.get("workload")) == workload
+                             and is_number(r.get("publish_p99_bound_ms"))})
+            bound = f" (a stable step: publish p99 at most {' / '.join(f'{b:g}' for b in bounds)} ms)" if bounds else ""
+            fig = latency_vs_throughput_figure(f"{workload}: publish latency p99 vs achieved rate{bound}", lines,
                                                _workload_colours(data, workload,
                                                                  lambda r: _combo_label(data, r, with_driver)))
             charts.append({"title": f"{workload}: latency vs throughput",

@@ -133,6 +133,11 @@ MAX_SWEEP_STEPS = Bound(
     "each rate of a throughput sweep is one measured step of its own: 100 steps of a minute already take "
     "close to two hours")
 
+MAX_SWEEP_PUBLISH_P99_MS = Bound(
+    "MAX_SWEEP_PUBLISH_P99_MS", 600_000, "ms", ("workload.sweepMaxPublishP99Ms",),
+    "the publish latency p99 a stable sweep step may reach: a broker that takes ten minutes to acknowledge "
+    "sustains no rate, and a larger bound is none", human="10 min")
+
 MAX_BACKLOG_GB = Bound(
     "MAX_BACKLOG_GB", 10_000, "GB", ("workload.consumerBacklogSizeGB",),
     "the backlog is written to the brokers' disks before it is drained: 10 TB is more than a benchmark "

@@ -70,6 +70,9 @@ AB_MIN_TRIALS = 4
 AB_DEFAULT_TRIALS = 10
 MAX_DURATION_MINUTES = bounds.MAX_DURATION_MINUTES.value
 MAX_RATE_MSG_S = int(bounds.MAX_PRODUCER_RATE.value)
+MAX_SWEEP_PUBLISH_P99_MS = bounds.MAX_SWEEP_PUBLISH_P99_MS.value
+#: the worker's own default (worker/job.py holds it: the worker imports nothing of the spec package)
+SWEEP_MAX_PUBLISH_P99_MS = 200.0
 MAX_INTERVAL_SECONDS = int(bounds.MAX_INTERVAL_SECONDS.value)
 #: the most earlier runs a verdict may need before it judges: more than a year of nightly runs
 MAX_MIN_RUNS = 1000
@@ -103,6 +106,11 @@ PARAMS: tuple[RunParam, ...] = (
              {"type": ["null", "number"], "minimum": 0, "maximum": MAX_DURATION_MINUTES}),
     RunParam("rate_override_msg_s", "plan", "Replace every workload's producerRate (msg/s)",
              {"type": ["null", "integer"], "minimum": 0, "maximum": MAX_RATE_MSG_S}),
+    RunParam("sweep_max_publish_p99_ms", "plan",
+             "throughput-sweep: a step is stable only while its publish latency p99 stays at or below this (ms), "
+             "stated with the highest stable rate; empty = the workload's sweepMaxPublishP99Ms, default "
+             f"{SWEEP_MAX_PUBLISH_P99_MS:g}",
+             {"type": ["null", "number"], "exclusiveMinimum": 0, "maximum": MAX_SWEEP_PUBLISH_P99_MS}),
     RunParam("interval_seconds", "plan", "Reporting interval of the workers (s); empty = the suite's intervalSeconds",
              {"type": ["null", "integer"], "exclusiveMinimum": 0, "maximum": MAX_INTERVAL_SECONDS}),
     RunParam("trials", "plan",

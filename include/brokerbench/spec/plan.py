@@ -51,6 +51,7 @@ from .params import (
     MAX_DURATION_MINUTES,
     MAX_INTERVAL_SECONDS,
     MAX_RATE_MSG_S,
+    MAX_SWEEP_PUBLISH_P99_MS,
     MAX_TRIALS,
     trials_number,
 )
@@ -152,6 +153,8 @@ class RunParams(BaseModel):
     test_duration_minutes: float | None = Field(default=None, gt=0, le=MAX_DURATION_MINUTES, allow_inf_nan=False)
     warmup_duration_minutes: float | None = Field(default=None, ge=0, le=MAX_DURATION_MINUTES, allow_inf_nan=False)
     rate_override_msg_s: int | None = Field(default=None, ge=0, le=MAX_RATE_MSG_S)
+    sweep_max_publish_p99_ms: float | None = Field(default=None, gt=0, le=MAX_SWEEP_PUBLISH_P99_MS,
+                                                   allow_inf_nan=False)
     environment: Literal["local", "aws", "external"] | None = None
     results_root: str | None = None
     interval_seconds: int | None = Field(default=None, gt=0, le=MAX_INTERVAL_SECONDS)
@@ -196,7 +199,8 @@ class RunParams(BaseModel):
         """The params that replace workload fields, under their OMB names."""
         pairs = {"testDurationMinutes": self.test_duration_minutes,
                  "warmupDurationMinutes": self.warmup_duration_minutes,
-                 "producerRate": self.rate_override_msg_s}
+                 "producerRate": self.rate_override_msg_s,
+                 "sweepMaxPublishP99Ms": self.sweep_max_publish_p99_ms}
         return {k: v for k, v in pairs.items() if v is not None}
 
 
@@ -489,7 +493,8 @@ def _trials(p: RunParams, suite: Suite) -> int:
 
 _PARAM_OF = {"testDurationMinutes": "test_duration_minutes",
              "warmupDurationMinutes": "warmup_duration_minutes",
-             "producerRate": "rate_override_msg_s"}
+             "producerRate": "rate_override_msg_s",
+             "sweepMaxPublishP99Ms": "sweep_max_publish_p99_ms"}
 
 
 # -- workload and driver files from anywhere on disk --------------------------------------

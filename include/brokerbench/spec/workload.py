@@ -25,6 +25,7 @@ from .bounds import (
     MAX_PAYLOAD_POOL_BYTES,
     MAX_PAYLOAD_POOL_SIZE,
     MAX_PRODUCER_RATE,
+    MAX_SWEEP_PUBLISH_P99_MS,
     MAX_SWEEP_STEPS,
     MAX_TOPICS,
     MAX_TOTAL_CLIENTS,
@@ -190,6 +191,10 @@ class Workload(BaseModel):
     kind: WorkloadKind | None = Field(default=None, description="default: derived from the OMB fields")
     sweep_rates_msg_s: list[Annotated[float, at_most(MAX_PRODUCER_RATE)]] | None = Field(
         default=None, alias="sweepRatesMsgS", min_length=1)
+    #: throughput-sweep: a step is stable only while its publish latency p99 stays at or below this (ms);
+    #: None = the worker's default (worker/job.py SWEEP_MAX_PUBLISH_P99_MS, 200 ms)
+    sweep_max_publish_p99_ms: Annotated[float, at_most(MAX_SWEEP_PUBLISH_P99_MS)] | None = Field(
+        default=None, alias="sweepMaxPublishP99Ms", gt=0)
     payload_path: str | None = None
 
     @model_validator(mode="after")

@@ -300,8 +300,8 @@ def run_sweep(load: Load) -> None:
         load.flush_and_drain()
         writer.stop_segment()
         step = _judge_step(load, k, r, step_s, achieved=(writer.live()[1] - acked0) / secs,
-                           p99=writer.segment_delay.percentile(99), growth=b2 - b1,
-                           unacked=max(0, sent_end - acked_end))
+                           p99=writer.segment_delay.percentile(99), publish_p99=writer.segment_publish.percentile(99),
+                           growth=b2 - b1, unacked=max(0, sent_end - acked_end))
         steps.append(step)
         if step["stable"]:
             highest = r
@@ -318,11 +318,13 @@ def run_sweep(load: Load) -> None:
                               delay_p99_us=best["publish_delay_p99_us"] if best else None)
 
 
-def _judge_step(load: Load, k: int, r: float, step_s: float, *, achieved: float, p99: Any, growth: int,
-                unacked: int) -> dict[str, Any]:
+def _judge_step(load: Load, k: int, r: float, step_s: float, *, achieved: float, p99: Any, publish_p99: Any,
+                growth: int, unacked: int) -> dict[str, Any]:
     """A sweep step's record: stable unless it fell behind its rate, left messages unacknowledged, grew the
-    backlog, was late on its schedule, or failed."""
+    backlog, was late on its schedule, took longer than the workload's bound to acknowledge (publish latency
+    p99, µs like ``p99``), or failed."""
     bound_ms = load.job.sweep_max_delay_p99_ms
+    publish_bound_ms = load.job.workload.sweep_max_publish_p99_ms
     subs = load.layout.subs
     allowed = max(1000.0, 0.01 * r * len(subs) * step_s)
     # messages sent but not yet acknowledged when the step ended: a broker that confirms at a lower rate
@@ -337,6 +339,8 @@ def _judge_step(load: Load, k: int, r: float, step_s: float, *, achieved: float,
         why.append(f"backlog grew by {growth} messages (allowed {allowed:,.0f})")
     if p99 is not None and p99 > bound_ms * 1000:
         why.append(f"publish-delay p99 {p99 / 1000:.1f} ms > {bound_ms:g} ms")
+    if publish_p99 is not None and publish_p99 > publish_bound_ms * 1000:
+        why.append(f"publish p99 {publish_p99 / 1000:,.1f} ms > {publish_bound_ms:g} ms (the step's latency bound)")
     if load.errors:
         why.append(load.errors[0])
     stable = not why
@@ -344,7 +348,8 @@ def _judge_step(load: Load, k: int, r: float, step_s: float, *, achieved: float,
              f"{'stable' if stable else 'UNSTABLE: ' + '; '.join(why)}")
     return {"step": k, "target_rate_msg_s": r, "achieved_rate_msg_s": round(achieved, 1),
             "stable": stable, "reason": "; ".join(why) or "stable",
-            "publish_delay_p99_us": p99, "backlog_growth_msgs": growth,
+            "publish_delay_p99_us": p99, "publish_latency_p99_us": publish_p99,
+            "publish_p99_bound_ms": publish_bound_ms, "backlog_growth_msgs": growth,
             "unacknowledged_at_end_msgs": unacked}
 
 

@@ -106,7 +106,9 @@ class IntervalWriter:
         self.catchup_received = 0
         #: a mixed workload: every interval carries the catch-up subscription's fields
         self.catchup = catchup
+        #: merged over the current segment (a sweep step): its stability checks
         self.segment_delay = LogHistogram()
+        self.segment_publish = LogHistogram()
         self._interval_start_ns: int | None = None
         self._phase_start_ns: int | None = None
         #: messages sent before the first interval (a measured phase's lead-in), not recorded
@@ -124,6 +126,7 @@ class IntervalWriter:
         self._interval_start_ns = start_ns
         self._duration_s = duration_s
         self.segment_delay = LogHistogram()
+        self.segment_publish = LogHistogram()
         if self._phase_start_ns is None:
             self._phase_start_ns = start_ns
             # anything before the start (probes, the lead-in) is not measured
@@ -174,6 +177,7 @@ class IntervalWriter:
             e2e_h = _histogram_us(e2e)
             self.phase_delay.merge(delay)
             self.segment_delay.merge(delay)
+            self.segment_publish.merge(pub)
             self.phase_publish.merge(pub)
             counts = {
                 "sent": len(samples.delay_ns),

@@ -34,7 +34,9 @@ final class IntervalWriter {
     Map<String, Object> extra = new LinkedHashMap<>();
     final Hist phaseDelay = new Hist();
     final Hist phasePublish = new Hist();
+    /** Merged over the current segment (a sweep step): its stability checks. */
     Hist segmentDelay = new Hist();
+    Hist segmentPublish = new Hist();
     private Long intervalStartNs;
     Long phaseStartNs;
     private double durationS;
@@ -87,6 +89,7 @@ final class IntervalWriter {
         intervalStartNs = startNs;
         this.durationS = durationS;
         segmentDelay = new Hist();
+        segmentPublish = new Hist();
         if (phaseStartNs == null) {
             phaseStartNs = startNs;
             // anything before the start (probes, the lead-in) is not measured
@@ -152,6 +155,7 @@ final class IntervalWriter {
             long end = endNs != null ? endNs : Clock.nowNs();
             phaseDelay.merge(s.delay);
             segmentDelay.merge(s.delay);
+            segmentPublish.merge(s.publish);
             phasePublish.merge(s.publish);
             long sent = s.delay.recorded();
             long acked = s.publish.recorded();

@@ -29,6 +29,9 @@ final class Phase {
     static final double CLOCK_OFFSET_WARN_MS = 1.0;
     static final double HOST_CPU_BOUND_PERCENT = 90.0;
     static final double DELAY_P99_BOUND_MS = 50.0;
+    /** throughput-sweep: a step's publish latency p99 bound, ms, unless the workload's sweepMaxPublishP99Ms
+     *  says otherwise (job.py SWEEP_MAX_PUBLISH_P99_MS). */
+    static final double SWEEP_MAX_PUBLISH_P99_MS = 200.0;
     /** From the end of a measured phase's lead-in to its first interval, s (modes.py LEAD_IN_SETTLE_S). */
     static final double LEAD_IN_SETTLE_S = 0.5;
     static final double[] SWEEP_RATES = {1_000, 5_000, 10_000, 20_000, 35_000, 50_000, 75_000, 100_000, 200_000,
@@ -496,6 +499,7 @@ final class Phase {
         double stepS = job.hasNonNull("step_duration_s") ? job.get("step_duration_s").asDouble()
             : Math.max(intervalS, durationS / sweepRates.length);
         double boundMs = job.path("sweep_max_delay_p99_ms").asDouble(DELAY_P99_BOUND_MS);
+        double publishBoundMs = workload.path("sweepMaxPublishP99Ms").asDouble(SWEEP_MAX_PUBLISH_P99_MS);
         int stopAfter = job.path("sweep_stop_after_unstable").asInt(1);
         List<Map<String, Object>> steps = new ArrayList<>();
         int unstable = 0;
@@ -525,6 +529,7 @@ final class Phase {
             long acked = writer.live()[1] - acked0;
             double achieved = acked / secs;
             Long p99 = writer.segmentDelay.percentile(99);
+            Long publishP99 = writer.segmentPublish.percentile(99);
             long growth = b2 - b1;
             double allowed = Math.max(1000.0, 0.01 * r * subs.size() * stepS);
             long unacked = Math.max(0, live[0] - live[1]);
@@ -543,6 +548,10 @@ final class Phase {
             if (p99 != null && p99 > boundMs * 1000) {
                 why.add(String.format("publish-delay p99 %.1f ms > %s ms", p99 / 1000.0, fmt(boundMs)));
             }
+            if (publishP99 != null && publishP99 > publishBoundMs * 1000) {
+                why.add(String.format("publish p99 %,.1f ms > %s ms (the step's latency bound)", publishP99 / 1000.0,
+                    fmt(publishBoundMs)));
+            }
             if (!errors.isEmpty()) {
                 why.add(errors.get(0));
             }
@@ -554,6 +563,8 @@ final class Phase {
             step.put("stable", stable);
             step.put("reason", stable ? "stable" : String.join("; ", why));
             step.put("publish_delay_p99_us", p99);
+            step.put("publish_latency_p99_us", publishP99);
+            step.put("publish_p99_bound_ms", publishBoundMs);
             step.put("backlog_growth_msgs", growth);
             step.put("unacknowledged_at_end_msgs", unacked);
             steps.add(step);
