@@ -43,6 +43,9 @@ RULES = {
     "brokerbench.histogram": (),
     # what a fault (a node killed mid-phase) did to a phase, from the worker's interval records
     "brokerbench.faults": (),
+    # the delivery ledgers (acknowledged and received sequence numbers as Roaring bitmaps) and their reconciliation:
+    # the worker folds them, the aggregation joins them
+    "brokerbench.delivery": (),
     "brokerbench.environments": (*ENV_SHARED, *HELPERS),
     "brokerbench.changepoint": ("brokerbench.metrics",),
     "brokerbench.trials": ("brokerbench.metrics", *HELPERS),
