@@ -71,7 +71,6 @@ import functools
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -81,11 +80,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from brokerbench import local_airflow, monitoring, run_guard, spec
+from brokerbench.airflow_output import OutputScan, terminal_line
 from brokerbench.environments.registry import environment_kind
 from brokerbench.outcome import EXIT_CODES, FAIL_ON, Outcome, RunOutcome, exit_code_for, read_outcome, write_outcome
 from brokerbench.pipeline.benchmark import client_rate_warnings, processes_for
 from brokerbench.pipeline.context import RunContext
-from brokerbench.run_guard import lookup_run_id, run_id_from_line, stop_run
+from brokerbench.run_guard import lookup_run_id, stop_run
 from brokerbench.spec import SpecError, build_plan, list_suites, load_suite
 from brokerbench.spec.params import AB_DEFAULT_TRIALS, AB_MIN_TRIALS
 from brokerbench.spec.roots import default_results_root
@@ -110,22 +110,6 @@ BENCH_EXIT_CODES = """exit codes (the outcome is also the last line: brokerbench
   refused before the run (argument or param)                2        2
   interrupted (stopped and torn down)                       130      130
 summary/outcome.json's exit_code is the strict code (the --fail-on not-judged column)."""
-
-#: brokerbench's own log records in `airflow dags test` output: "<ts> [info ] MESSAGE [brokerbench] loc=..."
-_OWN = re.compile(r"^\S+ \[(\w+)\s*\] (.*?)\s+\[brokerbench[\w.]*\]")
-#: other lines worth showing: failures, exceptions, the run's end
-_SHOW = re.compile(r"(\[error\s*\]|^\w*(Error|Exception)\b.*:|DagRun Finished|new_state=(failed|up_for_retry))")
-
-
-def _terminal_line(line: str) -> str | None:
-    """What of an Airflow output line to show on the terminal (None = log file only)."""
-    m = _OWN.match(line)
-    if m:
-        level, message = m.groups()
-        return message if level == "info" else f"{level.upper()}: {message}"
-    if _SHOW.search(line):
-        return re.sub(r"\s+(correlation_id|loc|ti_id|hostname|rows_affected)=\S+", "", line.rstrip())
-    return None
 
 
 def _cmd_list(_args) -> int:
@@ -206,18 +190,6 @@ def open_log(log_dir: Path, dag_id: str):
             continue
 
 
-#: a task of the run starts; the run exists
-_TASK_START = re.compile(r"\[DAG TEST\] starting task_id=(\S+)")
-#: a task's new state
-_NEW_STATE = re.compile(r"\bnew_state=(\w+)")
-#: an exception line after a traceback: "airflow.sdk.exceptions.ParamValidationError: Invalid ..."
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::\s?(.*))?$")
-#: a log record (not the continuation of an exception's message)
-_LOG_LINE = re.compile(r"^\s*\d{4}-\d\d-\d\dT\S+ \[")
-#: tasks whose failure only repeats others' (the watcher)
-_ECHO_TASKS = {"run_outcome"}
-
-
 def _raise_interrupt(*_: Any) -> None:
     raise KeyboardInterrupt
 
@@ -233,68 +205,6 @@ def _stop(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
-
-
-class OutputScan:
-    """What `airflow dags test` output says: the run id, whether the run started,
-    the tasks that failed and why, and the last exception (e.g. a refused param)."""
-
-    def __init__(self, max_lines: int = 5):
-        self.max_lines = max_lines
-        self.run_id: str | None = None
-        self.run_started = False
-        self.task: str | None = None
-        self.errors: dict[str, str] = {}  # task -> its last exception line
-        self.failed: dict[str, str] = {}  # failed task -> its exception line ("" if none seen)
-        self.last_exception: list[str] = []
-        self.last_line = ""
-        self._in_traceback = False
-        self._collecting = False
-
-    def feed(self, line: str) -> None:
-        line = line.rstrip("\n")
-        if line.strip():
-            self.last_line = line.strip()
-        self.run_id = self.run_id or run_id_from_line(line)
-        m = _TASK_START.search(line)
-        if m:
-            self.run_started, self.task = True, m.group(1)
-        elif "DagRun Finished" in line:
-            self.run_started = True
-        if line.startswith("Traceback (most recent call last):"):
-            self._in_traceback, self._collecting = True, False
-            return
-        if self._collecting:
-            if not line.strip() or _LOG_LINE.match(line) or len(self.last_exception) >= self.max_lines:
-                self._collecting = False
-            else:
-                self.last_exception.append(line.rstrip())
-                return
-        if self._in_traceback and line and not line[0].isspace():
-            self._in_traceback = False
-            m = _EXC_LINE.match(line)
-            if m:
-                self.last_exception = [f"{m.group(1)}: {m.group(2) or ''}".rstrip(": ")]
-                self._collecting = True
-                if self.task:
-                    self.errors[self.task] = self.last_exception[0]
-            return
-        m = _NEW_STATE.search(line)
-        if m and self.task:
-            if m.group(1) == "failed":
-                self.failed[self.task] = self.errors.get(self.task, "")
-            elif m.group(1) in ("success", "up_for_retry", "skipped"):
-                self.failed.pop(self.task, None)
-
-    @property
-    def reason(self) -> list[str]:
-        """Why it stopped: the last exception (up to its first blank line), else the last line."""
-        return self.last_exception or ([self.last_line] if self.last_line else [])
-
-    def failed_tasks(self) -> dict[str, str]:
-        """Failed tasks and their exception line, the watcher left out when others failed."""
-        own = {t: e for t, e in self.failed.items() if t not in _ECHO_TASKS}
-        return own or dict(self.failed)
 
 
 def _report_found(results_root: str, run_dir: Path, run_uri: str) -> bool:
@@ -494,7 +404,7 @@ def _relay_dags_test(cmd: list[str], log, scan: OutputScan, verbose: bool,
             for line in proc.stdout:
                 log.write(line)
                 scan.feed(line)
-                shown = line.rstrip("\n") if verbose else _terminal_line(line)
+                shown = line.rstrip("\n") if verbose else terminal_line(line)
                 if shown is not None:
                     print(shown, flush=True)
                     ticker.shown()

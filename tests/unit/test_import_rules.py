@@ -103,7 +103,10 @@ RULES = {
                            "brokerbench.environments.machine.distributions", *HELPERS),
     # what the command line started, and how it is stopped when the command line is gone
     "brokerbench.run_guard": ("brokerbench.pipeline",),
+    # what `airflow dags test` prints, read for the command line (the run id as the guard finds it in a line)
+    "brokerbench.airflow_output": ("brokerbench.run_guard",),
     "brokerbench.cli": ("brokerbench.pipeline", "brokerbench.outcome", "brokerbench.local_airflow", "brokerbench.run_guard",
+                        "brokerbench.airflow_output",
                         "brokerbench.report",
                         "brokerbench.bisect",
                         "brokerbench.spec", "brokerbench.storage",

@@ -182,7 +182,7 @@ def test_trend_time_axis_spans_the_runs_and_marks_change_points():
     import datetime as dt
 
     from brokerbench.report.figures import Panel, track_figure
-    from brokerbench.report.html import _changes_for
+    from brokerbench.report.trends import _changes_for
 
     one = track_figure("t", [Panel("p99", [("3.8.0", ["2026-11-08T00:00:00+00:00"], [5.0])])])
     lo, hi = one.layout.xaxis.range

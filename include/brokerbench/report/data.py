@@ -247,3 +247,11 @@ def _track_history(history_root: str | Path, summary: list[dict[str, Any]]) -> l
     except Exception:  # a broken history must never stop the run's own report
         return []
     return [r for r in rows if (r.get("broker"), r.get("workload"), r.get("variant")) in wanted]
+
+
+def run_environment(data: RunData) -> str | None:
+    """The environment the run's plan names (local, aws, external), None without a plan."""
+    env = (data.plan or {}).get("environment")
+    if isinstance(env, dict):
+        env = env.get("name") or env.get("kind")
+    return str(env) if env else None

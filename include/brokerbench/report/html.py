@@ -10,7 +10,6 @@ gathers what each section shows.
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -19,7 +18,7 @@ import brokerbench
 from brokerbench.changepoint import side_text
 from brokerbench.metrics import JUDGED, METRICS, Judgement
 from brokerbench.outcome import Outcome, RunOutcome, outcome_of
-from brokerbench.regression import split_status, track_changes, validity_rules, verdict_category
+from brokerbench.regression import split_status, validity_rules, verdict_category
 from brokerbench.report import verdict_table
 from brokerbench.trials import spread_columns, trials_of
 from brokerbench.util import text_table, write_atomic
@@ -27,21 +26,27 @@ from brokerbench.util import text_table, write_atomic
 from .ab import VERDICT_CSS, ab_section
 from .broker_panels import broker_panels_section
 from .charts import series_by_combo
-from .data import RunData, client_text, column_label, column_unit, implementation_text, load_run, summary_order
+from .data import (
+    RunData,
+    client_text,
+    column_label,
+    column_unit,
+    implementation_text,
+    load_run,
+    run_environment,
+    summary_order,
+)
 from .figures import (
     Line,
-    Panel,
     colour_map,
     figure_html,
     latency_vs_throughput_figure,
     line_figure,
     plotly_js,
     quantile_figure,
-    series_key,
-    series_keys,
-    track_figure,
 )
 from .templating import format_value, render
+from .trends import track_trends, trends_section
 
 __all__ = ["build_report", "format_value", "render_html", "render_text_summary"]
 
@@ -273,10 +278,6 @@ def _workload_colours(data: RunData, workload: str, label: Callable[[dict[str, A
                        if str(r.get("workload")) == workload])
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
-
-
 #: the time-series charts of a workload: (chart id, title, y axis title, timeseries.csv column)
 TIME_CHARTS = [
     ("publish-p99", "p99 publish latency over time", "publish latency p99 (ms)", "publish_latency_p99_ms"),
@@ -472,75 +473,6 @@ def what_matters_section(data: RunData, failed_tasks: Sequence[str] = ()) -> dic
             "insufficient": _insufficient_line(insufficient) if insufficient else ""}
 
 
-TREND_METRICS = [("publish_latency_p99_ms", "p99 publish latency (ms)"),
-                 ("e2e_latency_p99_ms", "p99 end-to-end latency (ms)"),
-                 ("e2e_latency_avg_ms", "average end-to-end latency (ms)"),
-                 ("publish_rate_msg_s", "publish rate (msg/s)")]
-
-
-TREND_LOG = {"publish_latency_p99_ms": True, "e2e_latency_p99_ms": True, "e2e_latency_avg_ms": True,
-             "publish_rate_msg_s": False}
-
-
-def _changes_for(rows: Sequence[dict[str, Any]], column: str) -> list[tuple[str, str]]:
-    metric = next((m for m in METRICS if m.column == column), None)
-    if metric is None:
-        return []
-    out = []
-    for c in track_changes(rows, metric):
-        pct = c.get("change_percent")
-        out.append((str(c.get("run_ts")), "" if pct is None else f"{pct:+.0f} %"))
-    return out
-
-
-def track_trends(data: RunData, only: set[tuple[str, str, str]] | None = None,
-                 id_prefix: str = "trend") -> list[dict[str, Any]]:
-    """Small multiples per broker / variant / workload (ok rows; one line per broker version and client library),
-    change points of each line marked; latency panels on a log axis. One chart ({"title", "html"}) per track."""
-    env = _environment(data)
-    rows = [r for r in data.history if (env is None or r.get("environment") in (env, None))
-            and r.get("status") in (None, "ok")]
-    tracks = sorted({(str(r.get("broker")), str(r.get("variant")), str(r.get("workload"))) for r in rows})
-    parts = []
-    for b, x, w in tracks:
-        if only is not None and (b, x, w) not in only:
-            continue
-        t_rows = [r for r in rows if (str(r.get("broker")), str(r.get("variant")), str(r.get("workload"))) == (b, x, w)]
-        keys = series_keys(t_rows)
-        panels = []
-        for column, y_label in TREND_METRICS:
-            series, changes = [], []
-            for key, name in keys.items():
-                v_rows = sorted((r for r in t_rows if series_key(r) == key
-                                 and isinstance(r.get(column), (int, float)) and not isinstance(r.get(column), bool)),
-                                key=lambda r: str(r.get("run_ts")))
-                if v_rows:
-                    series.append((name, [str(r.get("run_ts")) for r in v_rows], [float(r[column]) for r in v_rows]))
-                    changes += _changes_for(v_rows, column)
-            log_y = TREND_LOG.get(column, False)
-            panels.append(Panel(y_label.replace(" (", "<br>(") + (", log" if log_y else ""), series, changes, log_y))
-        runs = len({r.get("run_key") for r in t_rows})
-        if runs < 2:
-            continue  # one point per panel draws nothing: trends_section says so in a line
-        fig = track_figure(f"{b} / {x} / {w}: {runs} ok run(s)", panels)
-        parts.append({"title": f"{w}: trend {b}/{x}: " + ", ".join(c for c, _ in TREND_METRICS),
-                      "html": figure_html(fig, f"{id_prefix}-{_slug(f'{b}-{x}-{w}')}")})
-    return parts
-
-
-def trends_section(data: RunData) -> dict[str, Any] | None:
-    if not data.history:
-        return None
-    env = _environment(data)
-    rows = [r for r in data.history if env is None or r.get("environment") in (env, None)]
-    not_ok = {r.get("run_key") for r in rows if r.get("status") not in (None, "ok")}
-    ok_runs = {r.get("run_key") for r in rows if r.get("status") in (None, "ok")}
-    charts = track_trends(data)
-    return {"ok_runs": len(ok_runs), "environment": env or "any", "not_ok": len(not_ok), "charts": charts,
-            "waiting": None if charts else (f"{len(ok_runs)} ok run(s) of this run's tracks in the history: a "
-                                            "trend is drawn once a track has two")}
-
-
 SWEEP_COLUMNS = ["workload", "broker", "client_library", "variant", "step", "target_rate_msg_s", "publish_rate_msg_s",
                  "consume_rate_msg_s", "publish_latency_p50_ms", "publish_latency_p99_ms", "e2e_latency_p99_ms",
                  "publish_delay_p99_us", "stable", "publish_p99_bound_ms", "reasons"]
@@ -699,13 +631,6 @@ def _suite_name(data: RunData) -> str | None:
     return str(suite) if suite else None
 
 
-def _environment(data: RunData) -> str | None:
-    env = (data.plan or {}).get("environment")
-    if isinstance(env, dict):
-        env = env.get("name") or env.get("kind")
-    return str(env) if env else None
-
-
 def _title(data: RunData) -> str:
     suite = _suite_name(data)
     dag_id = data.dag_id or (data.plan or {}).get("dag_id")
@@ -756,7 +681,7 @@ def sweep_first(data: RunData) -> bool:
 
 
 def render_html(data: RunData, failed_tasks: Sequence[str] = ()) -> str:
-    env = _environment(data)
+    env = run_environment(data)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     meta_bits = [f"run directory: {data.run_dir}", f"generated {generated}"]
     if env:
