@@ -483,7 +483,7 @@ def _print_results(results_root: str, dag_id: str, run_id: str) -> bool:
     """The run's text summary and where its files are; whether its report exists."""
     run_dir = run_dir_for(results_root, dag_id, run_id)
     run_uri = run_uri_for(results_root, dag_id, run_id)
-    if (run_dir / "summary" / "summary.csv").exists():
+    if (run_dir / "summary" / "summary.csv").exists() or (run_dir / "summary" / "sweep.csv").exists():
         from brokerbench.report.html import render_text_summary  # Plotly, matplotlib: only when a report is printed
 
         print(render_text_summary(run_dir))

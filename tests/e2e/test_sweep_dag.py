@@ -1,6 +1,6 @@
 """A throughput sweep through `brokerbench bench` (the throughput-sweep suite's DAG under `airflow dags test`) with
 the run param ``sweep_max_publish_p99_ms``: a step that keeps its rate but not the publish latency bound is not
-stable, and sweep.csv and the report say by which bound.
+stable, and sweep.csv, the terminal's summary and the report say by which bound.
 
 Kafka through the suite's driver (confluent-kafka, producer batches lingering 10 ms): at 1,000 msg/s over 100
 partitions no batch fills, so nearly every message waits its linger before it is sent, and a publish p99 under 5
@@ -48,7 +48,9 @@ def test_a_sweep_step_within_its_rate_but_over_the_publish_p99_bound_is_not_stab
     assert float(step["publish_latency_p99_ms"]) > BOUND_MS, step
     assert f"ms > {BOUND_MS} ms (the step's latency bound)" in step["reasons"], step
     assert step["highest_stable_rate_msg_s"] == "", step
-    # the report says what a stable step keeps beside the sweep's chart
+    # so do the terminal's summary and the report, beside the sweep's table and chart
+    assert ("highest stable rate kafka fsync-off throughput-1-topic-100-partitions-1kb-max: none of its steps was "
+            f"stable (a stable step: publish p99 at most {BOUND_MS} ms)") in p.stdout, p.stdout[-3000:]
     report = (run_dir / "report.html").read_text()
     assert f"publish latency p99 vs achieved rate (a stable step: publish p99 at most {BOUND_MS} ms)" in report
     # the plan carries the param into every workload, as validate accepted it

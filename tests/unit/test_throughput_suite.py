@@ -107,6 +107,27 @@ def test_a_sweeps_publish_p99_bound_is_the_param_over_the_workload_and_the_repor
     assert '<th title="stable">stable</th><th title="publish_p99_bound_ms">publish p99 bound' in page  # and the table
 
 
+def test_a_sweep_only_runs_terminal_summary_shows_its_steps_and_each_highest_stable_rate_with_its_bound(tmp_path):
+    import csv
+
+    from brokerbench.report.html import render_text_summary
+
+    rows = _sweep_rows("w")
+    for r in rows:
+        r["highest_stable_rate_msg_s"] = 2000.0 if r["broker"] == "kafka" else None
+    (tmp_path / "summary").mkdir()
+    with open(tmp_path / "summary" / "sweep.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    text = render_text_summary(tmp_path)
+    assert "no summary" not in text and "Throughput sweep" in text
+    assert "highest stable rate kafka fsync-off w: 2,000 msg/s (a stable step: publish p99 at most 200 ms)" in text
+    assert "highest stable rate rabbitmq fsync-off w: none of its steps was stable (a stable step: publish p99 at " \
+           "most 200 ms)" in text
+    assert text.count("backlog grew") == 2  # the unstable steps say why
+
+
 def test_a_latency_runs_report_keeps_its_order():
     summary = [{"workload": "w", "broker": "kafka", "variant": "fsync-off", "status": "ok",
                 "publish_latency_p99_ms": 3.0}]

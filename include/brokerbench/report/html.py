@@ -720,19 +720,46 @@ def build_report(run_dir: str | Path, history_root: str | Path | None = None,
     return write_atomic(run_dir / "report.html", render_html(data, failed_tasks).encode("utf-8"))
 
 
+SWEEP_TEXT_COLUMNS = ["workload", "broker", "variant", "step", "target_rate_msg_s", "publish_rate_msg_s",
+                      "publish_latency_p99_ms", "stable", "reasons"]
+
+
+def _sweep_text(data: RunData) -> list[str]:
+    """A throughput sweep for the terminal: its steps, then each combination's highest stable rate with the
+    publish p99 bound a stable step kept."""
+    if not data.sweep:
+        return []
+    columns = [c for c in SWEEP_TEXT_COLUMNS if c in data.sweep[0]]
+    out = ["Throughput sweep (docs/results-format.md: a step is stable when it kept its rate and schedule, left no "
+           "backlog growing, and its publish p99 stayed within the bound):",
+           text_table(columns, [[format_value(r.get(c)) for c in columns] for r in data.sweep])]
+    combos: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for r in data.sweep:
+        combos.setdefault((str(r.get("workload")), str(r.get("broker")), str(r.get("variant"))), []).append(r)
+    for (workload, broker, variant), steps in sorted(combos.items()):
+        highest = steps[0].get("highest_stable_rate_msg_s")
+        bounds = sorted({float(r["publish_p99_bound_ms"]) for r in steps if is_number(r.get("publish_p99_bound_ms"))})
+        bound = f" (a stable step: publish p99 at most {' / '.join(f'{b:g}' for b in bounds)} ms)" if bounds else ""
+        rate = f"{format_value(highest)} msg/s" if is_number(highest) else "none of its steps was stable"
+        out.append(f"highest stable rate {broker} {variant} {workload}: {rate}{bound}")
+    return out
+
+
 def render_text_summary(run_dir: str | Path) -> str:
     """The summary as plain text for task logs and the command line's end of a run: one line per row in summary
     order, what ran first (:data:`TEXT_COLUMNS`: broker, implementation and version, client library and
     version), then the key figures and the status; then warnings and verdicts."""
     data = load_run(run_dir)
     if not data.summary:
+        if data.sweep:  # a sweep-only run (a throughput suite): its steps are the result
+            return "\n".join([_title(data), *_sweep_text(data)])
         return f"brokerbench: no summary in {Path(run_dir) / 'summary' / 'summary.csv'}"
     columns = [c for c in TEXT_COLUMNS if c in TEXT_DERIVED or c in data.summary_columns]
 
     def cells(row: Mapping[str, Any]) -> list[str]:
         return [format_value(TEXT_DERIVED[c](row) if c in TEXT_DERIVED else row.get(c)) for c in columns]
 
-    out = [_title(data), text_table(columns, [cells(r) for r in data.summary])]
+    out = [_title(data), text_table(columns, [cells(r) for r in data.summary]), *_sweep_text(data)]
     with_trials = [r for r in data.combined if r.get("trials")]
     if with_trials:
         out.append("Trials combined (the run's value per metric: median of the valid trials; docs/analytics.md):")
