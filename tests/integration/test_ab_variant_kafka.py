@@ -1,7 +1,7 @@
 """An A/B run of a variant on a real local Apache Kafka through the pipeline's steps (tests/support/kafka_ab.py:
 validate, provision, host setup, the benchmark group's deploy, prepare, warm-up, measure, undeploy, teardown, as
 the DAG's tasks call them), side A fsync-off, side B a variant file of the user's own named fsync-on (Kafka's flush
-per message, a broker setting and a JVM option), 4 trials a side in ABBA order in side A's task group. Each change
+per message, a broker setting and a JVM option), 5 trials a side in ABBA order in side A's task group. Each change
 of side stops the broker and starts a new JVM with that side's settings; side B's topics carry flush.messages=1 on
 the broker; the aggregation gives side B's summary rows their variant and their own provenance and side B's
 broker its flushes per request; any change the verdicts find names Kafka's log flushes first among its suspects;
@@ -10,6 +10,7 @@ and a setting Kafka refuses at start fails that deploy, naming it and quoting Ka
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import logging
 import sys
@@ -22,7 +23,7 @@ from brokerbench.metrics import Judgement
 from brokerbench.pipeline import benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.kafka_ab import TRIALS, ab_verdicts, run_ab, too_few_usable  # noqa: E402
+from support.kafka_ab import TRIALS, ab_verdicts, abba, fresh_deploys, run_ab, too_few_usable  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -79,22 +80,23 @@ def test_side_b_of_another_variant_runs_on_a_fresh_broker_of_its_own_settings_an
     print("\n".join(json.dumps(s) for s in seen))
 
     measured = [s for s in seen if s["phase"] == "measure"]
-    assert [(s["side"], s["trial"]) for s in measured] == [("A", 1), ("B", 1), ("B", 2), ("A", 2), ("A", 3),
-                                                           ("B", 3), ("B", 4), ("A", 4)]
-    # a new JVM at every change of side (A, B, A, B, A: five), the same one between the trials of one side
-    pids = [s["pid"] for s in measured]
-    assert pids[1] == pids[2] and pids[3] == pids[4] and pids[5] == pids[6]
-    assert len({pids[0], pids[1], pids[3], pids[5], pids[7]}) == 5, pids
+    # ABBA: side A first in odd trials, side B first in even ones (A1 B1, B2 A2, A3 B3, ...)
+    assert [(s["side"], s["trial"]) for s in measured] == abba()
+    # a new JVM at every change of side (with 5 trials a side: A, B, A, B, A, B: six), the same one between the
+    # trials of one side
+    runs = [list(g) for _, g in itertools.groupby(measured, key=lambda s: s["side"])]
+    assert all(len({s["pid"] for s in run}) == 1 for run in runs), [s["pid"] for s in measured]
+    assert len({run[0]["pid"] for run in runs}) == len(runs), [s["pid"] for s in measured]
     for s in seen:  # each side's broker as its variant says: JVM flags, broker setting, the topics' flush
         b = s["side"] == "B"
         assert (s["variant"], s["pretouch"], s["g1"], s["io_threads"], s["xmx"]) == \
             ("fsync-on" if b else "fsync-off", b, True, b, ["-Xmx256m"]), s
         assert s["flush"] == ("1" if b else "9223372036854775807"), s  # Kafka's default: no flush per message
     said = caplog.text
-    assert said.count("side B: deploying kafka afresh (variant fsync-on)") == 2, said[-3000:]
-    assert said.count("side A: deploying kafka afresh (variant fsync-off)") == 2
+    assert said.count("side B: deploying kafka afresh (variant fsync-on)") == fresh_deploys("B"), said[-3000:]
+    assert said.count("side A: deploying kafka afresh (variant fsync-off)") == fresh_deploys("A")
     assert "already running with these settings: reused" not in said
-    assert said.count("serving after") == 5
+    assert said.count("serving after") == len(runs)
 
     # the Spark aggregation: side B's rows carry its variant and their own provenance
     ab = ab_verdicts(ctx)

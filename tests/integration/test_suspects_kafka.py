@@ -23,7 +23,7 @@ from brokerbench.suspects import HOST_PREFIX, NOTHING_MOVED
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.delay_proxy import DelayProxy  # noqa: E402
-from support.kafka_ab import TRIALS, ab_verdicts, run_ab, too_few_usable  # noqa: E402
+from support.kafka_ab import TRIALS, ab_verdicts, fresh_deploys, run_ab, too_few_usable  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +31,12 @@ pytestmark = pytest.mark.integration
 #: test worker's brokers load the machine (12 to 20 ms there in one CI run, where a 4-ms delay was not told apart:
 #: B/A 1.14 [0.71, 1.88])
 DELAY_S = 0.025
+#: the delay test's rate: a message every 40 ms, longer than the proxy's round trip, so each is a produce request
+#: of its own on both sides. At 200 msg/s (until 2026-12-04) the delayed clients sent 84 % fewer, fuller requests,
+#: each of which took the leader longer to append (Produce: local +114 % [+32, +240] with 4 trials a side and
+#: +139 % [+35, +1597] with 5, on an idle machine), and the suspects named that per-request time: they do not yet
+#: read a per-request time through the requests' size (the open part of issue 49)
+DELAY_RATE_MSG_S = 25
 RATE_MSG_S = 1000  # side B's collections: 56 to 107 ms of pause a second at this rate in one run (2 to 8 on A)
 
 
@@ -48,10 +54,12 @@ def test_a_delay_between_the_clients_and_kafka_slows_publishing_and_names_no_bro
     try:
         ctx = run_ab(tmp_path, monkeypatch, "behind-a-delay", {
             "description": "fsync-off, every client behind a 25-ms proxy",
-            "kafka": {"driver": {}, "broker": {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}}})
+            "kafka": {"driver": {}, "broker": {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}}},
+            rate_msg_s=DELAY_RATE_MSG_S)
     finally:
         proxy.close()
-    assert caplog.text.count("side B: deploying kafka afresh (variant behind-a-delay)") == 2, caplog.text[-3000:]
+    assert caplog.text.count("side B: deploying kafka afresh (variant behind-a-delay)") == fresh_deploys("B"), \
+        caplog.text[-3000:]
     ab = ab_verdicts(ctx)
     if too_few_usable(ctx, ab):  # another run loaded the machine: nothing judged, and the product says so
         return

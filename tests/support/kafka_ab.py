@@ -19,9 +19,23 @@ from typing import Any
 from brokerbench.ab_verdicts import usable as usable_trial
 from brokerbench.pipeline import analysis, benchmark, environment_lease, setup, teardown
 from brokerbench.pipeline.context import RunContext
+from brokerbench.spec.params import AB_MIN_TRIALS
 
 ROOT = Path(__file__).resolve().parents[2]
-TRIALS = 4  # per side: the fewest the A/B interval takes
+#: per side: one more than the fewest the A/B interval takes (4), so that a trial the machine's other load made
+#: invalid (a client-bound first trial after a deploy, seen in CI) still leaves the sides judged
+TRIALS = 5
+
+
+def abba(trials: int = TRIALS) -> list[tuple[str, int]]:
+    """The measured phases' order, (side, trial): side A first in odd trials, side B first in even ones."""
+    return [(side, k) for k in range(1, trials + 1) for side in (("A", "B") if k % 2 else ("B", "A"))]
+
+
+def fresh_deploys(side: str, trials: int = TRIALS) -> int:
+    """How often a side is deployed afresh at a change of side (side A's first deploy is the deploy task's)."""
+    order = [s for s, _ in abba(trials)]
+    return sum(1 for i in range(1, len(order)) if order[i] == side and order[i - 1] != side)
 
 
 def spark_submit(args: list[str], results_root: str | None) -> subprocess.CompletedProcess:
@@ -43,9 +57,9 @@ def spark_submit(args: list[str], results_root: str | None) -> subprocess.Comple
 
 
 def run_ab(tmp_path: Path, monkeypatch, name: str, side_b: dict[str, Any], rate_msg_s: int = 200,
-           heap_mb: int = 256, client_library: str | None = None) -> RunContext:
-    """Side A fsync-off against side B, the variant file ``<name>.yaml`` holding ``side_b``: 4 trials a side of 3 s
-    each in ABBA order in side A's task group, every change of side a fresh broker. The run's state, lease and
+           heap_mb: int = 256, client_library: str | None = None, trials: int = TRIALS) -> RunContext:
+    """Side A fsync-off against side B, the variant file ``<name>.yaml`` holding ``side_b``: ``trials`` trials a side
+    of 3 s each in ABBA order in side A's task group, every change of side a fresh broker. The run's state, lease and
     results are under ``tmp_path``; its broker state directory is ``tmp_path / "run-state"``. ``client_library``:
     the Kafka client of both sides (the ``client_libraries`` param), the suite's when None."""
     variant = tmp_path / f"{name}.yaml"  # a user's own variant, named by its file's stem
@@ -53,7 +67,7 @@ def run_ab(tmp_path: Path, monkeypatch, name: str, side_b: dict[str, Any], rate_
     monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "home"))  # the lease and the run's state: the test's own
     ctx = RunContext("brokerbench_smoke", f"manual__{uuid.uuid4().hex[:6]}", "smoke", {
         "results_root": str(tmp_path / "results"), "brokers": ["kafka"], "variants": ["fsync-off"],
-        "trials": TRIALS, "compare_with": {"variants": [str(variant)]}, "warmup_duration_minutes": 0.02,
+        "trials": trials, "compare_with": {"variants": [str(variant)]}, "warmup_duration_minutes": 0.02,
         "test_duration_minutes": 0.05, "rate_override_msg_s": rate_msg_s, "interval_seconds": 1,
         **({"client_libraries": {"kafka": client_library}} if client_library else {})})
     setup.validate(ctx)
@@ -91,12 +105,13 @@ def ab_verdicts(ctx: RunContext) -> list[dict[str, Any]]:
 
 def too_few_usable(ctx: RunContext, ab: list[dict[str, Any]]) -> bool:
     """Whether another run on the machine (the other test worker's brokers, a load beyond the host's) left a side
-    with fewer than TRIALS usable trials. Then the product judges nothing and says why, which this asserts: the
-    test's cause is not judged in that run, and the caller ends there (printing so)."""
+    with fewer usable trials than the product judges with (AB_MIN_TRIALS, 4). Then the product judges nothing
+    and says why, which this asserts: the test's cause is not judged in that run, and the caller ends there
+    (printing so)."""
     rows = list(csv.DictReader((ctx.run_dir / "summary" / "summary.csv").open()))
     usable = {s: sum(1 for r in rows if (".B.trial" in r["workload"]) == (s == "B") and usable_trial(r))
               for s in ("A", "B")}
-    if min(usable.values()) >= TRIALS:
+    if min(usable.values()) >= AB_MIN_TRIALS:  # the fewest the product judges with
         return False
     print(f"usable trials {usable}: not judged here ({[r['status'][:120] for r in rows if not usable_trial(r)]})")
     for v in ab:
