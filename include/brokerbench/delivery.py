@@ -7,8 +7,8 @@ its phase (across the phase's worker processes and hosts) and numbers its messag
 
 The hot path appends integers to lists and nothing else: a producer's acknowledged and failed sequence numbers, a
 consumer's message ids in arrival order with the partition each came from. Off the hot path (the interval writer,
-once an interval) those lists are folded into compressed bitmaps, Roaring bitmaps (pyroaring here; Java's
-``org.roaringbitmap`` in the JVM engine: both read and write the same serialised format), one per producer:
+once an interval) those lists are folded into compressed bitmaps, Roaring bitmaps (pyroaring; the portable
+serialised format is the one Java's ``org.roaringbitmap`` reads too, for the JVM engine), one per producer:
 
 - :class:`ProducerLedger`: the sequence numbers acknowledged and those whose send failed, per producer id;
 - :class:`SubscriptionLedger`: per producer id the sequence numbers received, plus the arrivals of a sequence
@@ -16,10 +16,13 @@ once an interval) those lists are folded into compressed bitmaps, Roaring bitmap
   same producer on the same partition (out of order, where the broker promises order: a partition, a queue with
   one active consumer).
 
-A worker file's end record holds them (:meth:`ProducerLedger.to_record`, :meth:`SubscriptionLedger.to_record`);
-:func:`reconcile` joins the ledgers of all of a row's workers per subscription into its delivery figures
+:meth:`ProducerLedger.to_record` and :meth:`SubscriptionLedger.to_record` give their JSON form for a worker
+file; :func:`reconcile` joins the ledgers of all of a row's workers per subscription into its delivery figures
 (:class:`Delivery`): lost (acknowledged, never received), duplicated, out of order and received but not
 acknowledged. A contiguous run of a million sequence numbers serialises to a few hundred bytes.
+
+Not yet used: the workers do not number their messages nor write ledgers, and the aggregation reads none (issue
+50). Until they do, no row carries these figures.
 """
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ def spark_submit(args: list[str], results_root: str | None) -> subprocess.Comple
 
 
 def run_ab(tmp_path: Path, monkeypatch, name: str, side_b: dict[str, Any], rate_msg_s: int = 200,
-           heap_mb: int = 256, client_library: str | None = None, trials: int = TRIALS) -> RunContext:
-    """Side A fsync-off against side B, the variant file ``<name>.yaml`` holding ``side_b``: ``trials`` trials a side
+           heap_mb: int = 256, client_library: str | None = None) -> RunContext:
+    """Side A fsync-off against side B, the variant file ``<name>.yaml`` holding ``side_b``: TRIALS trials a side
     of 3 s each in ABBA order in side A's task group, every change of side a fresh broker. The run's state, lease and
     results are under ``tmp_path``; its broker state directory is ``tmp_path / "run-state"``. ``client_library``:
     the Kafka client of both sides (the ``client_libraries`` param), the suite's when None."""
@@ -67,7 +67,7 @@ def run_ab(tmp_path: Path, monkeypatch, name: str, side_b: dict[str, Any], rate_
     monkeypatch.setenv("BROKERBENCH_HOME", str(tmp_path / "home"))  # the lease and the run's state: the test's own
     ctx = RunContext("brokerbench_smoke", f"manual__{uuid.uuid4().hex[:6]}", "smoke", {
         "results_root": str(tmp_path / "results"), "brokers": ["kafka"], "variants": ["fsync-off"],
-        "trials": trials, "compare_with": {"variants": [str(variant)]}, "warmup_duration_minutes": 0.02,
+        "trials": TRIALS, "compare_with": {"variants": [str(variant)]}, "warmup_duration_minutes": 0.02,
         "test_duration_minutes": 0.05, "rate_override_msg_s": rate_msg_s, "interval_seconds": 1,
         **({"client_libraries": {"kafka": client_library}} if client_library else {})})
     setup.validate(ctx)

@@ -500,15 +500,20 @@ def sweep_section(data: RunData) -> dict[str, Any] | None:
                               hover=[_step_text(r) for r in steps],
                               symbols=["circle" if r.get("stable") is not False else "x" for r in steps]))
         if lines:
-            bounds = sorted({float(r["publish_p99_bound_ms"]) for r in data.sweep if str(r.get("workload")) == workload
-                             and is_number(r.get("publish_p99_bound_ms"))})
-            bound = f" (a stable step: publish p99 at most {' / '.join(f'{b:g}' for b in bounds)} ms)" if bounds else ""
+            bound = _bound_text([r for r in data.sweep if str(r.get("workload")) == workload])
             fig = latency_vs_throughput_figure(f"{workload}: publish latency p99 vs achieved rate{bound}", lines,
                                                _workload_colours(data, workload,
                                                                  lambda r: _combo_label(data, r, with_driver)))
             charts.append({"title": f"{workload}: latency vs throughput",
                            "html": figure_html(fig, f"sweep-{w_index}")})
     return {"columns": [c for c in SWEEP_COLUMNS if c in data.sweep[0]], "rows": data.sweep, "charts": charts}
+
+
+def _bound_text(steps: Sequence[Mapping[str, Any]]) -> str:
+    """The publish p99 bound the steps were judged by, as the sweep's chart and terminal lines state it ("" when
+    their workers' files predate it)."""
+    bounds = sorted({float(r["publish_p99_bound_ms"]) for r in steps if is_number(r.get("publish_p99_bound_ms"))})
+    return f" (a stable step: publish p99 at most {' / '.join(f'{b:g}' for b in bounds)} ms)" if bounds else ""
 
 
 def is_number(value: Any) -> bool:
@@ -738,10 +743,8 @@ def _sweep_text(data: RunData) -> list[str]:
         combos.setdefault((str(r.get("workload")), str(r.get("broker")), str(r.get("variant"))), []).append(r)
     for (workload, broker, variant), steps in sorted(combos.items()):
         highest = steps[0].get("highest_stable_rate_msg_s")
-        bounds = sorted({float(r["publish_p99_bound_ms"]) for r in steps if is_number(r.get("publish_p99_bound_ms"))})
-        bound = f" (a stable step: publish p99 at most {' / '.join(f'{b:g}' for b in bounds)} ms)" if bounds else ""
         rate = f"{format_value(highest)} msg/s" if is_number(highest) else "none of its steps was stable"
-        out.append(f"highest stable rate {broker} {variant} {workload}: {rate}{bound}")
+        out.append(f"highest stable rate {broker} {variant} {workload}: {rate}{_bound_text(steps)}")
     return out
 
 
